@@ -1,0 +1,575 @@
+//! Events: the immutable entries of a session's log, as clients send them and as ctxd stores them.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use super::FieldError;
+
+const MAX_ID_CHARS: usize = 256;
+const MAX_NAME_CHARS: usize = 256;
+
+/// The kind of an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EventType {
+    Message,
+    EpisodeStart,
+    EpisodeEnd,
+    Note,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Message => "message",
+            Self::EpisodeStart => "episode_start",
+            Self::EpisodeEnd => "episode_end",
+            Self::Note => "note",
+        }
+    }
+}
+
+/// Who speaks a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::System => "system",
+            Self::User => "user",
+            Self::Assistant => "assistant",
+            Self::Tool => "tool",
+        }
+    }
+}
+
+/// Whether an episode explores (reads, searches) or acts (edits, runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EpisodeKind {
+    Exploration,
+    Action,
+}
+
+/// A tool call issued by an assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    /// The provider's call id; the tool result answers it with `tool_call_id`.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, as the provider gave them: a JSON string (OpenAI) or an object (Anthropic).
+    #[serde(default = "empty_arguments")]
+    #[schema(value_type = Object)]
+    pub arguments: Value,
+}
+
+fn empty_arguments() -> Value {
+    Value::Object(Map::new())
+}
+
+impl ToolCall {
+    /// The arguments as the text a provider sees.
+    pub fn arguments_text(&self) -> std::borrow::Cow<'_, str> {
+        match &self.arguments {
+            Value::String(s) => s.as_str().into(),
+            other => other.to_string().into(),
+        }
+    }
+}
+
+/// One event of a batch, as a client sends it. Which fields apply depends on `type`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventInput {
+    /// The client's id for this event; appending it again is idempotent.
+    pub id: Option<String>,
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    /// `message`: who speaks.
+    pub role: Option<Role>,
+    /// `message` and `note`: the text. May be empty or absent only on an assistant message
+    /// that carries tool calls.
+    pub content: Option<String>,
+    /// `message` with role `assistant`: the tool calls it issues.
+    pub tool_calls: Option<Vec<ToolCall>>,
+    /// `message` with role `tool`: the call this result answers.
+    pub tool_call_id: Option<String>,
+    /// `message`: the participant or tool name; `episode_start`/`episode_end`: the episode's name.
+    pub name: Option<String>,
+    /// `message` with role `tool`: whether the tool failed.
+    pub is_error: Option<bool>,
+    /// `episode_start`: exploration or action.
+    #[serde(rename = "kind")]
+    pub episode_kind: Option<EpisodeKind>,
+    /// `episode_start`: names of the episodes this one depends on.
+    pub dependencies: Option<Vec<String>>,
+    /// `episode_end`: what the episode established.
+    pub conclusion: Option<String>,
+    /// Pinned events are never evicted from a view.
+    pub pinned: Option<bool>,
+    /// Free-form JSON object kept with the event.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// A message of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Present on tool results only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+}
+
+/// The start of an exploration or action episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EpisodeStart {
+    pub name: String,
+    pub kind: EpisodeKind,
+    #[serde(default)]
+    pub dependencies: Vec<String>,
+}
+
+/// The end of an episode, with what it established.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EpisodeEnd {
+    pub name: String,
+    #[serde(default)]
+    pub conclusion: String,
+}
+
+/// A pinned decision or constraint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Note {
+    pub content: String,
+}
+
+/// What an event says, by type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventBody {
+    Message(Message),
+    EpisodeStart(EpisodeStart),
+    EpisodeEnd(EpisodeEnd),
+    Note(Note),
+}
+
+impl EventBody {
+    pub fn event_type(&self) -> EventType {
+        match self {
+            Self::Message(_) => EventType::Message,
+            Self::EpisodeStart(_) => EventType::EpisodeStart,
+            Self::EpisodeEnd(_) => EventType::EpisodeEnd,
+            Self::Note(_) => EventType::Note,
+        }
+    }
+
+    pub fn role(&self) -> Option<Role> {
+        match self {
+            Self::Message(m) => Some(m.role),
+            _ => None,
+        }
+    }
+
+    /// The tool calls this event issues.
+    pub fn tool_calls(&self) -> &[ToolCall] {
+        match self {
+            Self::Message(m) => &m.tool_calls,
+            _ => &[],
+        }
+    }
+
+    /// The call this event answers, when it is a tool result.
+    pub fn tool_call_id(&self) -> Option<&str> {
+        match self {
+            Self::Message(m) => m.tool_call_id.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// A validated event, ready to be appended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub id: Option<String>,
+    pub body: EventBody,
+    pub pinned: bool,
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// An event as stored: immutable once appended.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Event {
+    /// Position in the session's log: 1, 2, 3…
+    pub seq: i64,
+    /// The client's id, when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(flatten)]
+    pub body: EventBody,
+    pub pinned: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Map<String, Value>>,
+    /// Token cost of the event with the session's tokenizer, computed once at append.
+    pub tokens: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Event {
+    /// Whether `new` is the same event as this one (an idempotent retry).
+    pub fn same_as(&self, new: &NewEvent) -> bool {
+        self.body == new.body && self.pinned == new.pinned && self.metadata == new.metadata
+    }
+}
+
+impl EventInput {
+    /// Checks every rule for this event's type and returns the event in its canonical form.
+    /// `index` is the event's place in its batch, for the error messages.
+    pub fn validate(mut self, index: usize) -> Result<NewEvent, Vec<FieldError>> {
+        let id = self.id.take();
+        let pinned = self.pinned.unwrap_or(false);
+        let metadata = self.metadata.take();
+        let mut errors = Vec::new();
+        let mut fail = |field: &str, message: String| {
+            errors.push(FieldError::at(index, field, message));
+        };
+        let type_name = self.kind.as_str();
+        let forbid = |present: bool, field: &str, fail: &mut dyn FnMut(&str, String)| {
+            if present {
+                fail(field, format!("not allowed on a {type_name} event"));
+            }
+        };
+
+        if let Some(id) = &id {
+            if id.is_empty() || id.chars().count() > MAX_ID_CHARS {
+                fail("id", format!("must have 1 to {MAX_ID_CHARS} characters"));
+            }
+        }
+
+        let body = match self.kind {
+            EventType::Message => {
+                forbid(self.episode_kind.is_some(), "kind", &mut fail);
+                forbid(self.dependencies.is_some(), "dependencies", &mut fail);
+                forbid(self.conclusion.is_some(), "conclusion", &mut fail);
+                validate_message(self, &mut fail).map(EventBody::Message)
+            }
+            EventType::EpisodeStart | EventType::EpisodeEnd => {
+                forbid(self.role.is_some(), "role", &mut fail);
+                forbid(self.content.is_some(), "content", &mut fail);
+                forbid(self.tool_calls.is_some(), "tool_calls", &mut fail);
+                forbid(self.tool_call_id.is_some(), "tool_call_id", &mut fail);
+                forbid(self.is_error.is_some(), "is_error", &mut fail);
+                let name = required_name(self.name, "name", &mut fail);
+                if self.kind == EventType::EpisodeStart {
+                    forbid(self.conclusion.is_some(), "conclusion", &mut fail);
+                    let dependencies = self.dependencies.unwrap_or_default();
+                    if dependencies.iter().any(|d| d.is_empty()) {
+                        fail("dependencies", "episode names must not be empty".into());
+                    }
+                    match (name, self.episode_kind) {
+                        (Some(name), Some(kind)) => Some(EventBody::EpisodeStart(EpisodeStart {
+                            name,
+                            kind,
+                            dependencies,
+                        })),
+                        (_, None) => {
+                            fail("kind", "required: exploration or action".into());
+                            None
+                        }
+                        _ => None,
+                    }
+                } else {
+                    forbid(self.episode_kind.is_some(), "kind", &mut fail);
+                    forbid(self.dependencies.is_some(), "dependencies", &mut fail);
+                    name.map(|name| {
+                        EventBody::EpisodeEnd(EpisodeEnd {
+                            name,
+                            conclusion: self.conclusion.unwrap_or_default(),
+                        })
+                    })
+                }
+            }
+            EventType::Note => {
+                forbid(self.role.is_some(), "role", &mut fail);
+                forbid(self.tool_calls.is_some(), "tool_calls", &mut fail);
+                forbid(self.tool_call_id.is_some(), "tool_call_id", &mut fail);
+                forbid(self.name.is_some(), "name", &mut fail);
+                forbid(self.is_error.is_some(), "is_error", &mut fail);
+                forbid(self.episode_kind.is_some(), "kind", &mut fail);
+                forbid(self.dependencies.is_some(), "dependencies", &mut fail);
+                forbid(self.conclusion.is_some(), "conclusion", &mut fail);
+                match self.content {
+                    Some(content) if !content.is_empty() => Some(EventBody::Note(Note { content })),
+                    _ => {
+                        fail("content", "required and must not be empty".into());
+                        None
+                    }
+                }
+            }
+        };
+
+        match body {
+            Some(body) if errors.is_empty() => Ok(NewEvent {
+                id,
+                body,
+                pinned,
+                metadata,
+            }),
+            _ => Err(errors),
+        }
+    }
+}
+
+fn required_name(
+    name: Option<String>,
+    field: &str,
+    fail: &mut dyn FnMut(&str, String),
+) -> Option<String> {
+    match name {
+        Some(n) if !n.is_empty() && n.chars().count() <= MAX_NAME_CHARS => Some(n),
+        _ => {
+            fail(
+                field,
+                format!("required, with 1 to {MAX_NAME_CHARS} characters"),
+            );
+            None
+        }
+    }
+}
+
+fn validate_message(input: EventInput, fail: &mut dyn FnMut(&str, String)) -> Option<Message> {
+    let Some(role) = input.role else {
+        fail(
+            "role",
+            "required on a message: system, user, assistant or tool".into(),
+        );
+        return None;
+    };
+    let tool_calls = input.tool_calls.unwrap_or_default();
+    if role != Role::Assistant && !tool_calls.is_empty() {
+        fail(
+            "tool_calls",
+            format!(
+                "only assistant messages issue tool calls, not {}",
+                role.as_str()
+            ),
+        );
+    }
+    for (i, call) in tool_calls.iter().enumerate() {
+        if call.id.is_empty() || call.id.chars().count() > MAX_ID_CHARS {
+            fail(
+                &format!("tool_calls[{i}].id"),
+                format!("must have 1 to {MAX_ID_CHARS} characters"),
+            );
+        } else if tool_calls[..i].iter().any(|c| c.id == call.id) {
+            fail(
+                &format!("tool_calls[{i}].id"),
+                format!("call id `{}` appears twice in this message", call.id),
+            );
+        }
+        if call.name.is_empty() || call.name.chars().count() > MAX_NAME_CHARS {
+            fail(
+                &format!("tool_calls[{i}].name"),
+                format!("must have 1 to {MAX_NAME_CHARS} characters"),
+            );
+        }
+        if !matches!(call.arguments, Value::String(_) | Value::Object(_)) {
+            fail(
+                &format!("tool_calls[{i}].arguments"),
+                "must be a JSON string or object".into(),
+            );
+        }
+    }
+    let content = match input.content {
+        Some(c) if !c.is_empty() => c,
+        _ if role == Role::Assistant && !tool_calls.is_empty() => String::new(),
+        _ => {
+            fail(
+                "content",
+                "required and must not be empty (only an assistant message with tool calls may omit it)"
+                    .into(),
+            );
+            String::new()
+        }
+    };
+    let (tool_call_id, is_error) = if role == Role::Tool {
+        let id = match input.tool_call_id {
+            Some(id) if !id.is_empty() => Some(id),
+            _ => {
+                fail(
+                    "tool_call_id",
+                    "required on a tool result: the id of the call it answers".into(),
+                );
+                None
+            }
+        };
+        (id, Some(input.is_error.unwrap_or(false)))
+    } else {
+        if input.tool_call_id.is_some() {
+            fail("tool_call_id", "only tool messages answer a call".into());
+        }
+        if input.is_error.is_some() {
+            fail("is_error", "only tool messages carry is_error".into());
+        }
+        (None, None)
+    };
+    if let Some(name) = &input.name {
+        if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
+            fail(
+                "name",
+                format!("must have 1 to {MAX_NAME_CHARS} characters"),
+            );
+        }
+    }
+    Some(Message {
+        role,
+        content,
+        tool_calls,
+        tool_call_id,
+        name: input.name,
+        is_error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn validate(v: Value) -> Result<NewEvent, Vec<FieldError>> {
+        serde_json::from_value::<EventInput>(v).unwrap().validate(3)
+    }
+
+    fn fields(v: Value) -> Vec<String> {
+        validate(v)
+            .expect_err("expected a validation error")
+            .into_iter()
+            .map(|e| {
+                assert_eq!(e.index, Some(3));
+                e.field
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_valid_message_of_each_role() {
+        for role in ["system", "user", "assistant"] {
+            let e = validate(json!({"type": "message", "role": role, "content": "hi"})).unwrap();
+            assert_eq!(e.body.role().unwrap().as_str(), role);
+        }
+        let e =
+            validate(json!({"type":"message","role":"tool","tool_call_id":"c1","content":"ok"}))
+                .unwrap();
+        assert_eq!(e.body.tool_call_id(), Some("c1"));
+        let EventBody::Message(m) = e.body else {
+            panic!()
+        };
+        assert_eq!(
+            m.is_error,
+            Some(false),
+            "a tool result's is_error defaults to false"
+        );
+    }
+
+    #[test]
+    fn empty_content_only_on_an_assistant_tool_call() {
+        let ok = validate(json!({"type":"message","role":"assistant",
+            "tool_calls":[{"id":"c1","name":"ls","arguments":"{}"}]}));
+        assert!(ok.is_ok());
+        assert_eq!(
+            fields(json!({"type":"message","role":"user","content":""})),
+            ["content"]
+        );
+        assert_eq!(
+            fields(json!({"type":"message","role":"assistant"})),
+            ["content"]
+        );
+        assert_eq!(
+            fields(json!({"type":"message","role":"tool","tool_call_id":"c"})),
+            ["content"]
+        );
+    }
+
+    #[test]
+    fn fields_of_other_roles_and_types_are_named() {
+        assert_eq!(fields(json!({"type":"message","content":"x"})), ["role"]);
+        assert_eq!(
+            fields(json!({"type":"message","role":"tool","content":"x"})),
+            ["tool_call_id"]
+        );
+        assert_eq!(
+            fields(json!({"type":"message","role":"user","content":"x","tool_call_id":"c"})),
+            ["tool_call_id"]
+        );
+        assert_eq!(
+            fields(json!({"type":"message","role":"user","content":"x",
+                "tool_calls":[{"id":"c","name":"n"}]})),
+            ["tool_calls"]
+        );
+        assert_eq!(
+            fields(json!({"type":"message","role":"assistant",
+                "tool_calls":[{"id":"c","name":"n"},{"id":"c","name":""}]})),
+            ["tool_calls[1].id", "tool_calls[1].name"]
+        );
+        assert_eq!(fields(json!({"type":"note","content":""})), ["content"]);
+        assert_eq!(
+            fields(json!({"type":"note","content":"x","role":"user"})),
+            ["role"]
+        );
+        assert_eq!(fields(json!({"type":"episode_start","name":"e"})), ["kind"]);
+        assert_eq!(
+            fields(json!({"type":"episode_end","kind":"action"})),
+            ["name", "kind"]
+        );
+        assert_eq!(
+            fields(json!({"type":"message","role":"user","content":"x","id":""})),
+            ["id"]
+        );
+    }
+
+    #[test]
+    fn unknown_type_role_or_field_fails_to_parse() {
+        for v in [
+            json!({"type":"thought","content":"x"}),
+            json!({"type":"message","role":"bot","content":"x"}),
+            json!({"type":"message","role":"user","content":"x","colour":"red"}),
+        ] {
+            assert!(serde_json::from_value::<EventInput>(v).is_err());
+        }
+    }
+
+    #[test]
+    fn stored_form_round_trips_and_is_flat() {
+        let e = validate(
+            json!({"type":"episode_start","name":"explore","kind":"exploration",
+            "dependencies":["setup"],"pinned":true}),
+        )
+        .unwrap();
+        let json = serde_json::to_value(&e.body).unwrap();
+        assert_eq!(
+            json,
+            json!({"type":"episode_start","name":"explore","kind":"exploration","dependencies":["setup"]})
+        );
+        assert_eq!(serde_json::from_value::<EventBody>(json).unwrap(), e.body);
+        assert!(e.pinned);
+    }
+}

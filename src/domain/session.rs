@@ -1,0 +1,318 @@
+//! Sessions and their context-management configuration.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::FieldError;
+use crate::tokens::Tokenizer;
+
+/// Free-form labels attached to a session; the session list filters by them.
+pub type Labels = BTreeMap<String, String>;
+
+const MAX_LABELS: usize = 64;
+const MAX_LABEL_KEY_CHARS: usize = 128;
+const MAX_LABEL_VALUE_CHARS: usize = 1024;
+
+/// The smallest and largest context windows ctxd accepts.
+const MIN_CONTEXT_WINDOW: u32 = 1_024;
+const MAX_CONTEXT_WINDOW: u32 = 100_000_000;
+
+/// How a session's context is compacted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Tiered compaction at the warn / soft / full / emergency thresholds.
+    #[default]
+    Progressive,
+}
+
+/// Fractions of the context window at which each compaction tier starts (inclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Thresholds {
+    #[serde(default = "Thresholds::default_warn")]
+    pub warn: f64,
+    #[serde(default = "Thresholds::default_soft")]
+    pub soft: f64,
+    #[serde(default = "Thresholds::default_full")]
+    pub full: f64,
+    #[serde(default = "Thresholds::default_emergency")]
+    pub emergency: f64,
+}
+
+impl Thresholds {
+    fn default_warn() -> f64 {
+        0.60
+    }
+    fn default_soft() -> f64 {
+        0.70
+    }
+    fn default_full() -> f64 {
+        0.80
+    }
+    fn default_emergency() -> f64 {
+        0.95
+    }
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Self {
+            warn: Self::default_warn(),
+            soft: Self::default_soft(),
+            full: Self::default_full(),
+            emergency: Self::default_emergency(),
+        }
+    }
+}
+
+/// A session's configuration, fixed at creation. Every field has a default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionConfig {
+    /// The model's context window in tokens.
+    #[serde(default = "SessionConfig::default_context_window")]
+    #[schema(default = 200000, minimum = 1024)]
+    pub context_window: u32,
+    /// Tokens reserved for the model's reply; a view leaves them free.
+    #[serde(default = "SessionConfig::default_max_output_tokens")]
+    #[schema(default = 8192)]
+    pub max_output_tokens: u32,
+    /// How token costs are counted.
+    #[serde(default)]
+    pub tokenizer: Tokenizer,
+    /// How the context is compacted.
+    #[serde(default)]
+    pub policy: Policy,
+    /// Utilization at which each tier starts.
+    #[serde(default)]
+    pub thresholds: Thresholds,
+    /// The newest messages that are always kept verbatim.
+    #[serde(default = "SessionConfig::default_min_tail_messages")]
+    #[schema(default = 6)]
+    pub min_tail_messages: u32,
+    /// Tool results longer than this (in characters) are offloaded to observations when compacting.
+    #[serde(default = "SessionConfig::default_offload_threshold_chars")]
+    #[schema(default = 4000)]
+    pub offload_threshold_chars: u32,
+}
+
+impl SessionConfig {
+    fn default_context_window() -> u32 {
+        200_000
+    }
+    fn default_max_output_tokens() -> u32 {
+        8_192
+    }
+    fn default_min_tail_messages() -> u32 {
+        6
+    }
+    fn default_offload_threshold_chars() -> u32 {
+        4_000
+    }
+
+    /// Every rule a configuration must satisfy, reported together.
+    pub fn validate(&self) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let mut fail = |field: &str, message: String| {
+            errors.push(FieldError::new(format!("config.{field}"), message))
+        };
+        if !(MIN_CONTEXT_WINDOW..=MAX_CONTEXT_WINDOW).contains(&self.context_window) {
+            fail(
+                "context_window",
+                format!("must be between {MIN_CONTEXT_WINDOW} and {MAX_CONTEXT_WINDOW} tokens"),
+            );
+        }
+        if self.max_output_tokens == 0 || self.max_output_tokens >= self.context_window / 2 {
+            fail(
+                "max_output_tokens",
+                format!(
+                    "must be at least 1 and less than half the context window ({})",
+                    self.context_window / 2
+                ),
+            );
+        }
+        let t = &self.thresholds;
+        for (name, value) in [
+            ("warn", t.warn),
+            ("soft", t.soft),
+            ("full", t.full),
+            ("emergency", t.emergency),
+        ] {
+            if !(value > 0.0 && value <= 1.0) {
+                fail(
+                    &format!("thresholds.{name}"),
+                    "must be a fraction of the window in (0, 1]".into(),
+                );
+            }
+        }
+        if !(t.warn < t.soft && t.soft < t.full && t.full < t.emergency) {
+            fail(
+                "thresholds",
+                "must increase strictly: warn < soft < full < emergency".into(),
+            );
+        }
+        if self.min_tail_messages > 10_000 {
+            fail("min_tail_messages", "must be at most 10000".into());
+        }
+        if self.offload_threshold_chars < 100 {
+            fail("offload_threshold_chars", "must be at least 100".into());
+        }
+        errors
+    }
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            context_window: Self::default_context_window(),
+            max_output_tokens: Self::default_max_output_tokens(),
+            tokenizer: Tokenizer::default(),
+            policy: Policy::default(),
+            thresholds: Thresholds::default(),
+            min_tail_messages: Self::default_min_tail_messages(),
+            offload_threshold_chars: Self::default_offload_threshold_chars(),
+        }
+    }
+}
+
+/// The body of `POST /sessions`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewSession {
+    /// Omitted fields take their defaults.
+    #[serde(default)]
+    pub config: SessionConfig,
+    /// Labels (string to string) to filter the session list by.
+    #[serde(default)]
+    pub metadata: Labels,
+}
+
+impl NewSession {
+    pub fn validate(&self) -> Vec<FieldError> {
+        let mut errors = self.config.validate();
+        errors.extend(validate_labels(&self.metadata));
+        errors
+    }
+}
+
+/// Label rules, shared by session metadata and list filters.
+pub fn validate_labels(labels: &Labels) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if labels.len() > MAX_LABELS {
+        errors.push(FieldError::new(
+            "metadata",
+            format!("at most {MAX_LABELS} labels"),
+        ));
+    }
+    for (key, value) in labels {
+        if key.is_empty() || key.chars().count() > MAX_LABEL_KEY_CHARS {
+            errors.push(FieldError::new(
+                "metadata",
+                format!("label keys must have 1 to {MAX_LABEL_KEY_CHARS} characters"),
+            ));
+        }
+        if value.chars().count() > MAX_LABEL_VALUE_CHARS {
+            errors.push(FieldError::new(
+                format!("metadata.{key}"),
+                format!("label values must have at most {MAX_LABEL_VALUE_CHARS} characters"),
+            ));
+        }
+    }
+    errors
+}
+
+/// A session as stored and served.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Session {
+    pub id: Uuid,
+    pub created_at: DateTime<Utc>,
+    /// When the last event was appended (or the session created).
+    pub updated_at: DateTime<Utc>,
+    pub config: SessionConfig,
+    pub metadata: Labels,
+    /// The seq of the newest event; 0 for an empty session.
+    pub head_seq: i64,
+    /// The sum of the token costs of all events.
+    pub total_tokens: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<NewSession, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    #[test]
+    fn empty_body_takes_every_default() {
+        let s = parse("{}").unwrap();
+        assert_eq!(s.config, SessionConfig::default());
+        assert_eq!(s.config.context_window, 200_000);
+        assert_eq!(s.config.max_output_tokens, 8_192);
+        assert_eq!(s.config.tokenizer, Tokenizer::O200kBase);
+        assert_eq!(s.config.thresholds.warn, 0.60);
+        assert_eq!(s.config.thresholds.emergency, 0.95);
+        assert_eq!(s.config.min_tail_messages, 6);
+        assert_eq!(s.config.offload_threshold_chars, 4_000);
+        assert!(s.validate().is_empty());
+    }
+
+    #[test]
+    fn partial_thresholds_keep_the_other_defaults() {
+        let s = parse(r#"{"config":{"thresholds":{"warn":0.5}}}"#).unwrap();
+        assert_eq!(s.config.thresholds.warn, 0.5);
+        assert_eq!(s.config.thresholds.soft, 0.70);
+        assert!(s.validate().is_empty());
+    }
+
+    #[test]
+    fn unknown_fields_and_values_are_rejected() {
+        assert!(parse(r#"{"config":{"contxt_window":1}}"#).is_err());
+        assert!(parse(r#"{"config":{"tokenizer":"gpt2"}}"#).is_err());
+        assert!(parse(r#"{"config":{"policy":"magic"}}"#).is_err());
+    }
+
+    #[test]
+    fn each_broken_rule_is_named() {
+        let cases = [
+            (
+                r#"{"config":{"context_window":100}}"#,
+                "config.context_window",
+            ),
+            (
+                r#"{"config":{"max_output_tokens":150000}}"#,
+                "config.max_output_tokens",
+            ),
+            (
+                r#"{"config":{"max_output_tokens":0}}"#,
+                "config.max_output_tokens",
+            ),
+            (
+                r#"{"config":{"thresholds":{"warn":0.9,"soft":0.8}}}"#,
+                "config.thresholds",
+            ),
+            (
+                r#"{"config":{"thresholds":{"emergency":1.5}}}"#,
+                "config.thresholds.emergency",
+            ),
+            (
+                r#"{"config":{"offload_threshold_chars":10}}"#,
+                "config.offload_threshold_chars",
+            ),
+            (r#"{"metadata":{"":"x"}}"#, "metadata"),
+        ];
+        for (body, field) in cases {
+            let errors = parse(body).unwrap().validate();
+            assert!(
+                errors.iter().any(|e| e.field == field),
+                "{body}: expected an error on {field}, got {errors:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! Liveness and readiness probes.
+
+use axum::extract::State;
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::error::{ApiError, Problem};
+use super::AppState;
+
+#[derive(Serialize, ToSchema)]
+pub struct Health {
+    /// `ok` when the process serves requests, `ready` when its database answers too.
+    #[schema(example = "ready")]
+    pub status: &'static str,
+    /// `postgres` or `sqlite` (readiness only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "postgres")]
+    pub database: Option<&'static str>,
+}
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+}
+
+/// Liveness: the process is up.
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "The process serves requests", body = Health,
+        example = json!({"status": "ok"}))))]
+async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        database: None,
+    })
+}
+
+/// Readiness: the database answers.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses(
+        (status = 200, description = "Ready to serve", body = Health,
+            example = json!({"status": "ready", "database": "postgres"})),
+        (status = 503, description = "The database does not answer", body = Problem,
+            content_type = "application/problem+json")
+    ))]
+async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
+    state.store.ping().await.map_err(|e| {
+        tracing::warn!(error = %e, "readiness check failed");
+        ApiError::Unavailable("the database does not answer".into())
+    })?;
+    Ok(Json(Health {
+        status: "ready",
+        database: Some(state.store.backend()),
+    }))
+}

@@ -1,0 +1,119 @@
+//! The HTTP API: one module per resource, each a router of its handlers. Handlers parse, call
+//! the domain and the store, and serialise; no policy lives here.
+
+pub mod error;
+mod events;
+mod extract;
+mod health;
+mod sessions;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, Request, StatusCode};
+use axum::Router;
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::store::Store;
+
+/// Request limits, all configurable.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_batch_events: usize,
+    pub max_body_bytes: usize,
+    pub request_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_batch_events: 1_000,
+            max_body_bytes: 32 * 1024 * 1024,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub limits: Limits,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "ctxd",
+        description = "A context-management sidecar for LLM agents. Agents append what happened \
+            in a session and ctxd keeps the whole history, decides what the model sees, and \
+            explains every decision. Every error is an RFC 9457 `application/problem+json` \
+            document carrying the request id.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0")
+    ),
+    tags(
+        (name = "sessions", description = "Agent conversations and their configuration"),
+        (name = "events", description = "The append-only event log of a session"),
+        (name = "health", description = "Liveness and readiness")
+    ),
+    components(schemas(error::Problem))
+)]
+struct ApiDoc;
+
+fn api_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(sessions::router())
+        .merge(events::router())
+        .merge(health::router())
+}
+
+/// The OpenAPI document, generated from the handlers.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api_router().into_openapi()
+}
+
+/// The whole service: API routes, docs UI, and the middleware every request passes through.
+pub fn app(state: AppState) -> Router {
+    let (router, api) = api_router().split_for_parts();
+    let request_id = HeaderName::from_static("x-request-id");
+    let limits = state.limits.clone();
+    router
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", api))
+        .fallback(|| async { error::ApiError::NotFound("no such route".into()) })
+        .with_state(state)
+        .layer(
+            ServiceBuilder::new()
+                .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
+                .layer(
+                    TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+                        let route = request
+                            .extensions()
+                            .get::<axum::extract::MatchedPath>()
+                            .map(|p| p.as_str().to_owned())
+                            .unwrap_or_else(|| request.uri().path().to_owned());
+                        let id = request
+                            .headers()
+                            .get("x-request-id")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default();
+                        tracing::info_span!("request", method = %request.method(), %route, request_id = %id)
+                    }),
+                )
+                .layer(PropagateRequestIdLayer::new(request_id))
+                .layer(axum::middleware::from_fn(error::problem_responses))
+                .layer(CatchPanicLayer::custom(error::panic_response))
+                .layer(TimeoutLayer::with_status_code(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    limits.request_timeout,
+                ))
+                .layer(DefaultBodyLimit::max(limits.max_body_bytes)),
+        )
+}

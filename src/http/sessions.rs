@@ -1,0 +1,203 @@
+//! `/sessions`: create, list, inspect and delete agent conversations.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use serde::Serialize;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+use super::error::{ApiError, Problem};
+use super::extract;
+use super::AppState;
+use crate::domain::session::{validate_labels, NewSession, Session};
+use crate::domain::FieldError;
+use crate::store::SessionFilter;
+
+const DEFAULT_PAGE: u32 = 50;
+const MAX_PAGE: u32 = 1_000;
+const LABEL_PREFIX: &str = "metadata.";
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_session, list_sessions))
+        .routes(routes!(get_session, delete_session))
+}
+
+/// A page of sessions, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct SessionPage {
+    pub sessions: Vec<Session>,
+    /// Pass as `cursor` to get the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// Query parameters of `GET /sessions`. Labels filter with `metadata.<key>=<value>`; several
+/// labels must all match.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct SessionListParams {
+    /// Sessions per page, 1 to 1000 (default 50).
+    limit: Option<u32>,
+    /// The `next_cursor` of the previous page.
+    cursor: Option<String>,
+    /// A label to match, e.g. `metadata.team=search`.
+    #[param(rename = "metadata.{key}")]
+    metadata: Option<String>,
+}
+
+/// Create a session.
+///
+/// Every configuration field is optional and takes its default; the configuration is validated
+/// as a whole and fixed for the session's life.
+#[utoipa::path(post, path = "/sessions", tag = "sessions",
+    request_body(content = NewSession, example = json!({
+        "config": {"context_window": 128000, "max_output_tokens": 4096, "tokenizer": "o200k_base"},
+        "metadata": {"agent": "coder", "team": "search"}
+    })),
+    responses(
+        (status = 201, description = "Created; `Location` names the session", body = Session,
+            example = json!({
+                "id": "01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f",
+                "created_at": "2026-11-30T12:00:00Z", "updated_at": "2026-11-30T12:00:00Z",
+                "config": {"context_window": 128000, "max_output_tokens": 4096,
+                    "tokenizer": "o200k_base", "policy": "progressive",
+                    "thresholds": {"warn": 0.6, "soft": 0.7, "full": 0.8, "emergency": 0.95},
+                    "min_tail_messages": 6, "offload_threshold_chars": 4000},
+                "metadata": {"agent": "coder", "team": "search"},
+                "head_seq": 0, "total_tokens": 0})),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An invalid configuration; `errors` names each field", body = Problem,
+            content_type = "application/problem+json",
+            example = json!({"type": "urn:ctxd:problem:validation-failed", "title": "Validation failed",
+                "status": 422, "detail": "config.context_window: must be between 1024 and 100000000 tokens",
+                "instance": "/sessions", "request_id": "3f0c…",
+                "errors": [{"field": "config.context_window",
+                    "message": "must be between 1024 and 100000000 tokens"}]}))
+    ))]
+async fn create_session(
+    State(state): State<AppState>,
+    extract::Json(new): extract::Json<NewSession>,
+) -> Result<impl IntoResponse, ApiError> {
+    let errors = new.validate();
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let session = state.store.create_session(&new).await?;
+    let location = format!("/sessions/{}", session.id);
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(session),
+    ))
+}
+
+/// List sessions, newest first, filtered by labels.
+#[utoipa::path(get, path = "/sessions", tag = "sessions",
+    params(SessionListParams),
+    responses(
+        (status = 200, description = "A page of sessions", body = SessionPage),
+        (status = 400, description = "An unknown parameter, a bad limit or cursor", body = Problem,
+            content_type = "application/problem+json")
+    ))]
+async fn list_sessions(
+    State(state): State<AppState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<SessionPage>, ApiError> {
+    let mut filter = SessionFilter {
+        limit: DEFAULT_PAGE,
+        ..SessionFilter::default()
+    };
+    for (name, value) in params {
+        match name.as_str() {
+            "limit" => {
+                filter.limit = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_PAGE).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::BadRequest(format!("limit must be between 1 and {MAX_PAGE}"))
+                    })?;
+            }
+            "cursor" => {
+                filter.before = Some(Uuid::parse_str(&value).map_err(|_| {
+                    ApiError::BadRequest("cursor is not a next_cursor this API returned".into())
+                })?);
+            }
+            _ => match name.strip_prefix(LABEL_PREFIX) {
+                Some(key) => {
+                    filter.labels.insert(key.to_owned(), value);
+                }
+                None => {
+                    return Err(ApiError::BadRequest(format!(
+                        "unknown query parameter `{name}`: use limit, cursor or metadata.<key>"
+                    )))
+                }
+            },
+        }
+    }
+    let errors: Vec<FieldError> = validate_labels(&filter.labels);
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let page = filter.limit as usize;
+    filter.limit += 1; // one more tells whether another page follows
+    let mut sessions = state.store.list_sessions(&filter).await?;
+    let next_cursor = if sessions.len() > page {
+        sessions.truncate(page);
+        sessions.last().map(|s| s.id.to_string())
+    } else {
+        None
+    };
+    Ok(Json(SessionPage {
+        sessions,
+        next_cursor,
+    }))
+}
+
+/// Get a session with its configuration and log head.
+#[utoipa::path(get, path = "/sessions/{id}", tag = "sessions",
+    params(("id" = Uuid, Path, description = "The session id")),
+    responses(
+        (status = 200, description = "The session", body = Session),
+        (status = 400, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")
+    ))]
+async fn get_session(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> Result<Json<Session>, ApiError> {
+    state
+        .store
+        .get_session(id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::session_not_found(id))
+}
+
+/// Delete a session and everything of it: events, tool-call pairing, and (later) its
+/// compaction state and records.
+#[utoipa::path(delete, path = "/sessions/{id}", tag = "sessions",
+    params(("id" = Uuid, Path, description = "The session id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")
+    ))]
+async fn delete_session(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    if state.store.delete_session(id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::session_not_found(id))
+    }
+}

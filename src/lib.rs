@@ -1,0 +1,12 @@
+//! ctxd: a context-management sidecar for LLM agents.
+//!
+//! Agents append what happened in a session; ctxd keeps the whole history and decides what the
+//! model sees. `app` builds the HTTP service so that tests drive it exactly as `ctxd serve` does.
+
+pub mod config;
+pub mod domain;
+pub mod http;
+pub mod store;
+pub mod tokens;
+
+pub use http::{app, openapi, AppState, Limits};

@@ -1,0 +1,139 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tracing_subscriber::EnvFilter;
+
+use ctxd::config::{Cli, Command, LogFormat, ServeArgs};
+use ctxd::store::{self, redact};
+use ctxd::{app, AppState};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None => serve(cli.serve).await,
+        Some(Command::Serve(args)) => serve(args).await,
+        Some(Command::Migrate(db)) => {
+            init_tracing(LogFormat::Text);
+            migrate(&db.store_options()).await
+        }
+        Some(Command::Openapi) => print_openapi(),
+        Some(Command::Healthcheck { listen }) => healthcheck(listen).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("ctxd: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn migrate(options: &store::StoreOptions) -> Result<(), String> {
+    let store = store::connect(options)
+        .await
+        .map_err(|e| format!("cannot open {}: {e}", redact(&options.url)))?;
+    store.migrate().await.map_err(|e| e.to_string())?;
+    tracing::info!(database = %redact(&options.url), "migrations applied");
+    Ok(())
+}
+
+async fn serve(args: ServeArgs) -> Result<(), String> {
+    init_tracing(args.log_format);
+    let options = args.database.store_options();
+    let store = store::connect(&options)
+        .await
+        .map_err(|e| format!("cannot open {}: {e}", redact(&options.url)))?;
+    store.migrate().await.map_err(|e| e.to_string())?;
+    // Load the default encoding's tables now rather than on the first append.
+    tokio::task::spawn_blocking(|| ctxd::tokens::Tokenizer::default().preload())
+        .await
+        .map_err(|e| e.to_string())?;
+
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    tracing::info!(
+        listen = %args.listen,
+        database = %redact(&options.url),
+        backend = store.backend(),
+        "ctxd is serving; API docs at /docs"
+    );
+    let state = AppState {
+        store,
+        limits: args.limits(),
+    };
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| e.to_string())?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// SIGTERM or Ctrl-C: stop accepting connections and let in-flight requests finish.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+}
+
+fn print_openapi() -> Result<(), String> {
+    let json = ctxd::openapi()
+        .to_pretty_json()
+        .map_err(|e| e.to_string())?;
+    println!("{json}");
+    Ok(())
+}
+
+/// A minimal HTTP/1.1 GET of /healthz, so container images need no curl.
+async fn healthcheck(listen: std::net::SocketAddr) -> Result<(), String> {
+    let mut addr = listen;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let check = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await?;
+        Ok::<_, std::io::Error>(response)
+    };
+    let response = tokio::time::timeout(std::time::Duration::from_secs(5), check)
+        .await
+        .map_err(|_| format!("{addr} did not answer within 5 s"))?
+        .map_err(|e| format!("{addr}: {e}"))?;
+    if response.starts_with(b"HTTP/1.1 200") {
+        Ok(())
+    } else {
+        Err(format!("{addr}/healthz did not answer 200"))
+    }
+}

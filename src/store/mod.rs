@@ -1,0 +1,282 @@
+//! Persistence: one [`Store`] trait, implemented for PostgreSQL (production) and SQLite (the
+//! embedded default). The URL scheme of the database URL picks the backend.
+//!
+//! The event log is append-only: the trait can add events and delete a whole session, never
+//! change or remove one event. Every table is keyed by `session_id` first.
+
+mod postgres;
+mod sqlite;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::domain::append::{Ack, AppendRejection, CallFacts, CountedEvent};
+use crate::domain::event::{Event, EventBody};
+use crate::domain::session::{Labels, NewSession, Session};
+
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("stored data is unreadable: {0}")]
+    Corrupt(String),
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Why an append did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    #[error("session not found")]
+    SessionNotFound,
+    #[error("append rejected: {0:?}")]
+    Rejected(AppendRejection),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<sqlx::Error> for AppendError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Store(StoreError::Database(e))
+    }
+}
+
+/// What an append did, per event in batch order.
+#[derive(Debug, Clone)]
+pub struct AppendOutcome {
+    pub head_seq: i64,
+    pub acks: Vec<Ack>,
+}
+
+/// Which sessions to list: newest first, optionally below a cursor and matching labels.
+#[derive(Debug, Clone, Default)]
+pub struct SessionFilter {
+    pub labels: Labels,
+    /// Only sessions older than this one (the previous page's last id).
+    pub before: Option<Uuid>,
+    pub limit: u32,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `postgres` or `sqlite`.
+    fn backend(&self) -> &'static str;
+    /// Applies pending migrations.
+    async fn migrate(&self) -> Result<(), StoreError>;
+    /// Succeeds when the database answers.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    async fn create_session(&self, new: &NewSession) -> Result<Session, StoreError>;
+    async fn get_session(&self, id: Uuid) -> Result<Option<Session>, StoreError>;
+    async fn list_sessions(&self, filter: &SessionFilter) -> Result<Vec<Session>, StoreError>;
+    /// Deletes the session and everything of it. False when there was no such session.
+    async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError>;
+
+    /// Appends a batch in one transaction, or nothing of it. Seqs are allocated under a
+    /// per-session lock, so concurrent appends to one session never collide or leave gaps.
+    async fn append_events(
+        &self,
+        session_id: Uuid,
+        batch: &[CountedEvent],
+        expected_seq: Option<i64>,
+    ) -> Result<AppendOutcome, AppendError>;
+    /// Events with seq greater than `after_seq`, in seq order, at most `limit`.
+    async fn list_events(
+        &self,
+        session_id: Uuid,
+        after_seq: i64,
+        limit: u32,
+    ) -> Result<Vec<Event>, StoreError>;
+}
+
+/// Connection settings common to both backends.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub url: String,
+    pub max_connections: u32,
+}
+
+/// Opens the store the URL names: `postgres://…` or `postgresql://…` for PostgreSQL,
+/// `sqlite:…` for SQLite (the file is created when missing).
+pub async fn connect(options: &StoreOptions) -> Result<Arc<dyn Store>, StoreError> {
+    let url = options.url.as_str();
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(
+            PostgresStore::connect(url, options.max_connections).await?,
+        ))
+    } else if url.starts_with("sqlite:") {
+        Ok(Arc::new(
+            SqliteStore::connect(url, options.max_connections).await?,
+        ))
+    } else {
+        Err(StoreError::Config(format!(
+            "unsupported database URL `{}`: use postgres://… or sqlite:…",
+            redact(url)
+        )))
+    }
+}
+
+/// The current time at the precision both backends store (microseconds), so that what a
+/// write returns is exactly what a later read returns.
+fn now() -> DateTime<Utc> {
+    use chrono::SubsecRound;
+    Utc::now().trunc_subsecs(6)
+}
+
+/// The URL without its password, for messages and logs.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo = &url[scheme_end + 3..at];
+            match userinfo.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme_end + 3],
+                    &userinfo[..colon],
+                    &url[at..]
+                ),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// The facts about each referenced call id, folded from its stored rows
+/// (call id, call seq, result seq).
+fn fold_call_rows(rows: Vec<(String, i64, Option<i64>)>) -> HashMap<String, CallFacts> {
+    let mut calls: HashMap<String, CallFacts> = HashMap::new();
+    for (id, call_seq, result_seq) in rows {
+        let facts = calls.entry(id).or_default();
+        match result_seq {
+            None => facts.open_call_seq = Some(call_seq),
+            Some(_) => facts.answered = true,
+        }
+    }
+    calls
+}
+
+/// One stored event row, as both backends read it.
+struct EventRow {
+    seq: i64,
+    client_id: Option<String>,
+    body: String,
+    pinned: bool,
+    metadata: Option<String>,
+    tokens: i64,
+    created_at: DateTime<Utc>,
+}
+
+impl EventRow {
+    fn into_event(self) -> Result<Event, StoreError> {
+        let body: EventBody = serde_json::from_str(&self.body)
+            .map_err(|e| StoreError::Corrupt(format!("event {}: {e}", self.seq)))?;
+        let metadata = self
+            .metadata
+            .map(|m| serde_json::from_str(&m))
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(format!("event {} metadata: {e}", self.seq)))?;
+        Ok(Event {
+            seq: self.seq,
+            id: self.client_id,
+            body,
+            pinned: self.pinned,
+            metadata,
+            tokens: self.tokens,
+            created_at: self.created_at,
+        })
+    }
+}
+
+/// One stored session row, as both backends read it.
+struct SessionRow {
+    session_id: Uuid,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    config: String,
+    metadata: String,
+    head_seq: i64,
+    total_tokens: i64,
+}
+
+impl SessionRow {
+    fn into_session(self) -> Result<Session, StoreError> {
+        let corrupt = |what: &str, e: serde_json::Error| {
+            StoreError::Corrupt(format!("session {} {what}: {e}", self.session_id))
+        };
+        Ok(Session {
+            id: self.session_id,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            config: serde_json::from_str(&self.config).map_err(|e| corrupt("config", e))?,
+            metadata: serde_json::from_str(&self.metadata).map_err(|e| corrupt("metadata", e))?,
+            head_seq: self.head_seq,
+            total_tokens: self.total_tokens,
+        })
+    }
+}
+
+/// The columns of an event row to insert, serialised once for either backend.
+struct EventInsert<'a> {
+    seq: i64,
+    client_id: Option<&'a str>,
+    event_type: &'static str,
+    role: Option<&'static str>,
+    body: String,
+    pinned: bool,
+    metadata: Option<String>,
+    tokens: i64,
+}
+
+fn event_inserts<'a>(
+    batch: &'a [CountedEvent],
+    inserts: &[(usize, i64)],
+) -> Result<Vec<EventInsert<'a>>, StoreError> {
+    inserts
+        .iter()
+        .map(|&(index, seq)| {
+            let counted = &batch[index];
+            let event = &counted.event;
+            let encode = |e: serde_json::Error| StoreError::Corrupt(format!("encoding event: {e}"));
+            Ok(EventInsert {
+                seq,
+                client_id: event.id.as_deref(),
+                event_type: event.body.event_type().as_str(),
+                role: event.body.role().map(|r| r.as_str()),
+                body: serde_json::to_string(&event.body).map_err(encode)?,
+                pinned: event.pinned,
+                metadata: event
+                    .metadata
+                    .as_ref()
+                    .map(serde_json::to_string)
+                    .transpose()
+                    .map_err(encode)?,
+                tokens: counted.tokens,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(
+            redact("postgres://ctxd:secret@db:5432/ctxd"),
+            "postgres://ctxd:***@db:5432/ctxd"
+        );
+        assert_eq!(redact("sqlite://ctxd.db"), "sqlite://ctxd.db");
+        assert_eq!(redact("postgres://ctxd@db/x"), "postgres://ctxd@db/x");
+    }
+}

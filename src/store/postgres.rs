@@ -1,0 +1,310 @@
+//! The PostgreSQL store: production storage, safe for many replicas.
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::{Postgres, QueryBuilder, Row};
+use uuid::Uuid;
+
+use super::{
+    event_inserts, fold_call_rows, now, AppendError, AppendOutcome, EventRow, SessionFilter,
+    SessionRow, Store, StoreError,
+};
+use crate::domain::append::{client_ids, plan_append, referenced_call_ids, CountedEvent, LogFacts};
+use crate::domain::event::Event;
+use crate::domain::session::{NewSession, Session};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+
+const SESSION_COLUMNS: &str = "session_id, created_at, updated_at, config::text AS config, \
+     metadata::text AS metadata, head_seq, total_tokens";
+const EVENT_COLUMNS: &str =
+    "seq, client_id, body::text AS body, pinned, metadata::text AS metadata, tokens, created_at";
+
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+impl PostgresStore {
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .connect(url)
+            .await?;
+        Ok(Self { pool })
+    }
+
+    /// A store over an existing pool (tests point it at their own schema).
+    pub fn from_pool(pool: PgPool) -> Self {
+        Self { pool }
+    }
+}
+
+fn session_row(row: PgRow) -> Result<Session, StoreError> {
+    SessionRow {
+        session_id: row.try_get("session_id")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        config: row.try_get("config")?,
+        metadata: row.try_get("metadata")?,
+        head_seq: row.try_get("head_seq")?,
+        total_tokens: row.try_get("total_tokens")?,
+    }
+    .into_session()
+}
+
+fn event_row(row: PgRow) -> Result<Event, StoreError> {
+    EventRow {
+        seq: row.try_get("seq")?,
+        client_id: row.try_get("client_id")?,
+        body: row.try_get("body")?,
+        pinned: row.try_get("pinned")?,
+        metadata: row.try_get("metadata")?,
+        tokens: row.try_get("tokens")?,
+        created_at: row.try_get("created_at")?,
+    }
+    .into_event()
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn create_session(&self, new: &NewSession) -> Result<Session, StoreError> {
+        let now = now();
+        let session = Session {
+            id: Uuid::now_v7(),
+            created_at: now,
+            updated_at: now,
+            config: new.config.clone(),
+            metadata: new.metadata.clone(),
+            head_seq: 0,
+            total_tokens: 0,
+        };
+        sqlx::query(
+            "INSERT INTO sessions (session_id, created_at, updated_at, config, metadata) \
+             VALUES ($1, $2, $2, $3, $4)",
+        )
+        .bind(session.id)
+        .bind(now)
+        .bind(sqlx::types::Json(&session.config))
+        .bind(sqlx::types::Json(&session.metadata))
+        .execute(&self.pool)
+        .await?;
+        Ok(session)
+    }
+
+    async fn get_session(&self, id: Uuid) -> Result<Option<Session>, StoreError> {
+        sqlx::query(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .map(session_row)
+        .transpose()
+    }
+
+    async fn list_sessions(&self, filter: &SessionFilter) -> Result<Vec<Session>, StoreError> {
+        let mut q: QueryBuilder<Postgres> =
+            QueryBuilder::new(format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE true"));
+        if !filter.labels.is_empty() {
+            q.push(" AND metadata @> ")
+                .push_bind(sqlx::types::Json(&filter.labels));
+        }
+        if let Some(before) = filter.before {
+            q.push(" AND session_id < ").push_bind(before);
+        }
+        q.push(" ORDER BY session_id DESC LIMIT ")
+            .push_bind(i64::from(filter.limit));
+        q.build()
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .map(session_row)
+            .collect()
+    }
+
+    async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM sessions WHERE session_id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn append_events(
+        &self,
+        session_id: Uuid,
+        batch: &[CountedEvent],
+        expected_seq: Option<i64>,
+    ) -> Result<AppendOutcome, AppendError> {
+        let mut tx = self.pool.begin().await?;
+        // The row lock serialises appends to one session across every connection and replica.
+        let head_seq: i64 =
+            sqlx::query_scalar("SELECT head_seq FROM sessions WHERE session_id = $1 FOR UPDATE")
+                .bind(session_id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .ok_or(AppendError::SessionNotFound)?;
+
+        let mut facts = LogFacts {
+            head_seq,
+            ..LogFacts::default()
+        };
+        let ids = client_ids(batch);
+        if !ids.is_empty() {
+            let rows = sqlx::query(&format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 AND client_id = ANY($2)"
+            ))
+            .bind(session_id)
+            .bind(&ids)
+            .fetch_all(&mut *tx)
+            .await?;
+            for row in rows {
+                let event = event_row(row)?;
+                if let Some(id) = event.id.clone() {
+                    facts.existing.insert(id, event);
+                }
+            }
+        }
+        let call_ids = referenced_call_ids(batch);
+        if !call_ids.is_empty() {
+            let rows: Vec<(String, i64, Option<i64>)> = sqlx::query_as(
+                "SELECT call_id, call_seq, result_seq FROM tool_calls \
+                 WHERE session_id = $1 AND call_id = ANY($2)",
+            )
+            .bind(session_id)
+            .bind(&call_ids)
+            .fetch_all(&mut *tx)
+            .await?;
+            facts.calls = fold_call_rows(rows);
+        }
+
+        let plan = plan_append(batch, expected_seq, &facts).map_err(AppendError::Rejected)?;
+        if plan.inserts.is_empty() {
+            return Ok(AppendOutcome {
+                head_seq,
+                acks: plan.acks,
+            });
+        }
+
+        let now = now();
+        let rows = event_inserts(batch, &plan.inserts)?;
+        sqlx::query(
+            "INSERT INTO events \
+               (session_id, seq, client_id, type, role, body, pinned, metadata, tokens, created_at) \
+             SELECT $1, r.seq, r.client_id, r.type, r.role, r.body::jsonb, r.pinned, \
+                    r.metadata::jsonb, r.tokens, $10 \
+             FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], \
+                         $7::bool[], $8::text[], $9::bigint[]) \
+               AS r(seq, client_id, type, role, body, pinned, metadata, tokens)",
+        )
+        .bind(session_id)
+        .bind(rows.iter().map(|r| r.seq).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.client_id).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.event_type).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.role).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.body.as_str()).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.pinned).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.metadata.as_deref()).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.tokens).collect::<Vec<_>>())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+
+        // Close stored calls before opening new ones: an id may be answered and reissued in one
+        // batch, and only one call per id may be open.
+        if !plan.answered_calls.is_empty() {
+            let (ids, (call_seqs, result_seqs)): (Vec<_>, (Vec<_>, Vec<_>)) = plan
+                .answered_calls
+                .iter()
+                .map(|(id, c, r)| (id.as_str(), (*c, *r)))
+                .unzip();
+            sqlx::query(
+                "UPDATE tool_calls t SET result_seq = a.result_seq \
+                 FROM UNNEST($2::text[], $3::bigint[], $4::bigint[]) AS a(call_id, call_seq, result_seq) \
+                 WHERE t.session_id = $1 AND t.call_id = a.call_id AND t.call_seq = a.call_seq",
+            )
+            .bind(session_id)
+            .bind(ids)
+            .bind(call_seqs)
+            .bind(result_seqs)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if !plan.new_calls.is_empty() {
+            sqlx::query(
+                "INSERT INTO tool_calls (session_id, call_id, call_seq, result_seq) \
+                 SELECT $1, * FROM UNNEST($2::text[], $3::bigint[], $4::bigint[])",
+            )
+            .bind(session_id)
+            .bind(
+                plan.new_calls
+                    .iter()
+                    .map(|c| c.call_id.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                plan.new_calls
+                    .iter()
+                    .map(|c| c.call_seq)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                plan.new_calls
+                    .iter()
+                    .map(|c| c.result_seq)
+                    .collect::<Vec<_>>(),
+            )
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query(
+            "UPDATE sessions SET head_seq = $2, total_tokens = total_tokens + $3, updated_at = $4 \
+             WHERE session_id = $1",
+        )
+        .bind(session_id)
+        .bind(plan.new_head_seq)
+        .bind(plan.added_tokens)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(AppendOutcome {
+            head_seq: plan.new_head_seq,
+            acks: plan.acks,
+        })
+    }
+
+    async fn list_events(
+        &self,
+        session_id: Uuid,
+        after_seq: i64,
+        limit: u32,
+    ) -> Result<Vec<Event>, StoreError> {
+        sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events \
+             WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+        ))
+        .bind(session_id)
+        .bind(after_seq)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .map(event_row)
+        .collect()
+    }
+}

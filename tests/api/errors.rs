@@ -1,0 +1,124 @@
+//! Every error is a problem document naming what is wrong, with the request id.
+
+use std::time::Duration;
+
+use ctxd::Limits;
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::on_both_backends;
+use crate::support::{Backend, TestApp};
+
+on_both_backends! {
+    async fn malformed_and_mistyped_bodies(app) {
+        let malformed = app
+            .send(app.client.post(app.url("/sessions")).header("content-type", "application/json").body("{\"config\": "))
+            .await;
+        assert_eq!(malformed.status, StatusCode::BAD_REQUEST);
+        assert!(malformed.body["detail"].as_str().unwrap().contains("not valid JSON"));
+
+        let text = app.send(app.client.post(app.url("/sessions")).body("{}")).await;
+        assert_eq!(text.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        let form = app
+            .send(app.client.post(app.url("/sessions")).header("content-type", "text/plain").body("{}"))
+            .await;
+        assert_eq!(form.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        assert!(form.body["detail"].as_str().unwrap().contains("application/json"));
+    }
+}
+
+on_both_backends! {
+    async fn unknown_routes_methods_and_ids(app) {
+        let missing = app.get("/nowhere").await;
+        assert_eq!(missing.status, StatusCode::NOT_FOUND);
+        assert_eq!(missing.body["instance"], "/nowhere");
+
+        let wrong_method = app.send(app.client.put(app.url("/sessions"))).await;
+        assert_eq!(wrong_method.status, StatusCode::METHOD_NOT_ALLOWED);
+        let allow = wrong_method.headers["allow"].to_str().unwrap();
+        assert!(allow.contains("GET") && allow.contains("POST"), "{allow}");
+
+        let bad_id = app.get("/sessions/not-a-uuid").await;
+        assert_eq!(bad_id.status, StatusCode::BAD_REQUEST);
+        assert!(bad_id.body["detail"].as_str().unwrap().contains("not-a-uuid"), "{}", bad_id.body);
+    }
+}
+
+on_both_backends! {
+    async fn the_client_request_id_travels_through(app) {
+        let reply = app
+            .send(app.client.get(app.url("/sessions/01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f")).header("x-request-id", "trace-42"))
+            .await;
+        assert_eq!(reply.status, StatusCode::NOT_FOUND);
+        assert_eq!(reply.headers["x-request-id"], "trace-42");
+        assert_eq!(reply.body["request_id"], "trace-42");
+        // Without one, the service makes one up and returns it.
+        let ok = app.get("/healthz").await;
+        assert!(!ok.headers["x-request-id"].to_str().unwrap().is_empty());
+    }
+}
+
+async fn limited(backend: Backend) {
+    let app = TestApp::spawn_with(
+        backend,
+        Limits {
+            max_batch_events: 3,
+            max_body_bytes: 2048,
+            request_timeout: Duration::from_secs(30),
+        },
+    )
+    .await;
+    let id = app.create_session(json!({})).await;
+    let note = json!({"type": "note", "content": "x"});
+    let too_many = app.append(&id, json!([note, note, note, note])).await;
+    assert_eq!(too_many.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(too_many.body["detail"]
+        .as_str()
+        .unwrap()
+        .contains("limit is 3"));
+
+    let big = json!([{"type": "note", "content": "y".repeat(4096)}]);
+    let too_big = app.append(&id, big).await;
+    assert_eq!(too_big.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(
+        too_big.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("2048 bytes"),
+        "{}",
+        too_big.body
+    );
+
+    let session = app.get(&format!("/sessions/{id}")).await;
+    assert_eq!(
+        session.body["head_seq"], 0,
+        "nothing of a refused batch is written"
+    );
+    assert_eq!(
+        app.append(&id, json!([note, note, note])).await.status,
+        StatusCode::CREATED
+    );
+}
+
+#[tokio::test]
+async fn limits_are_enforced_sqlite() {
+    limited(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn limits_are_enforced_postgres() {
+    limited(Backend::Postgres).await;
+}
+
+on_both_backends! {
+    async fn readiness_names_the_backend(app) {
+        let ready = app.get("/readyz").await;
+        assert_eq!(ready.status, StatusCode::OK);
+        assert_eq!(ready.body["status"], "ready");
+        assert_eq!(ready.body["database"], app.store.backend());
+        assert_eq!(app.get("/healthz").await.body["status"], "ok");
+        let docs = app.client.get(app.url("/docs/")).send().await.unwrap();
+        assert_eq!(docs.status(), StatusCode::OK);
+        assert!(docs.text().await.unwrap().contains("swagger"), "the docs UI is served from the binary");
+    }
+}

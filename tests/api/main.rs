@@ -1,0 +1,13 @@
+//! ctxd's integration tests: one binary, a module per feature. Every test runs the real service
+//! on a loopback port over a real database, on SQLite and on PostgreSQL.
+
+mod support;
+
+mod concurrency;
+mod deploy;
+mod errors;
+mod events;
+mod openapi;
+mod sessions;
+mod shutdown;
+mod store;

@@ -1,0 +1,151 @@
+//! Creating, reading, listing and deleting sessions.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::on_both_backends;
+
+on_both_backends! {
+    async fn created_with_every_default(app) {
+        let reply = app.post("/sessions", &json!({})).await;
+        assert_eq!(reply.status, StatusCode::CREATED);
+        let id = reply.body["id"].as_str().unwrap();
+        assert_eq!(
+            reply.headers["location"].to_str().unwrap(),
+            format!("/sessions/{id}")
+        );
+        assert_eq!(
+            reply.body["config"],
+            json!({
+                "context_window": 200000, "max_output_tokens": 8192, "tokenizer": "o200k_base",
+                "policy": "progressive",
+                "thresholds": {"warn": 0.6, "soft": 0.7, "full": 0.8, "emergency": 0.95},
+                "min_tail_messages": 6, "offload_threshold_chars": 4000
+            })
+        );
+        assert_eq!(reply.body["head_seq"], 0);
+        let fetched = app.get(&format!("/sessions/{id}")).await;
+        assert_eq!(fetched.status, StatusCode::OK);
+        assert_eq!(fetched.body, reply.body);
+    }
+}
+
+on_both_backends! {
+    async fn config_is_kept_as_given(app) {
+        let config = json!({
+            "context_window": 32000, "max_output_tokens": 2000, "tokenizer": "chars4",
+            "thresholds": {"warn": 0.5, "soft": 0.6, "full": 0.7, "emergency": 0.9},
+            "min_tail_messages": 2, "offload_threshold_chars": 500
+        });
+        let id = app.create_session(json!({"config": config, "metadata": {"agent": "coder"}})).await;
+        let session = app.get(&format!("/sessions/{id}")).await.body;
+        assert_eq!(session["config"]["context_window"], 32000);
+        assert_eq!(session["config"]["tokenizer"], "chars4");
+        assert_eq!(session["config"]["thresholds"]["warn"], 0.5);
+        assert_eq!(session["config"]["offload_threshold_chars"], 500);
+        assert_eq!(session["metadata"], json!({"agent": "coder"}));
+    }
+}
+
+on_both_backends! {
+    async fn invalid_configs_are_refused_naming_each_field(app) {
+        let cases = [
+            (json!({"config": {"context_window": 10}}), "config.context_window"),
+            (json!({"config": {"max_output_tokens": 190000}}), "config.max_output_tokens"),
+            (json!({"config": {"thresholds": {"warn": 0.9}}}), "config.thresholds"),
+            (json!({"config": {"tokenizer": "gpt2"}}), "config.tokenizer"),
+            (json!({"config": {"contxt_window": 1}}), "config.contxt_window"),
+            (json!({"metadata": {"team": 7}}), "metadata.team"),
+            (json!({"colour": "red"}), "colour"),
+        ];
+        for (body, field) in cases {
+            let reply = app.post("/sessions", &body).await;
+            assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+            let fields: Vec<&str> = reply.body["errors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["field"].as_str().unwrap())
+                .collect();
+            assert!(fields.contains(&field), "{body}: expected {field}, got {fields:?}");
+        }
+        let list = app.get("/sessions").await;
+        assert_eq!(list.body["sessions"], json!([]), "nothing was created");
+    }
+}
+
+on_both_backends! {
+    async fn listed_newest_first_in_cursor_pages(app) {
+        let mut ids = Vec::new();
+        for _ in 0..5 {
+            ids.push(app.create_session(json!({})).await);
+        }
+        ids.reverse();
+        let mut seen = Vec::new();
+        let mut path = "/sessions?limit=2".to_owned();
+        loop {
+            let page = app.get(&path).await;
+            assert_eq!(page.status, StatusCode::OK);
+            let sessions = page.body["sessions"].as_array().unwrap();
+            assert!(sessions.len() <= 2);
+            seen.extend(sessions.iter().map(|s| s["id"].as_str().unwrap().to_owned()));
+            match page.body["next_cursor"].as_str() {
+                Some(cursor) => path = format!("/sessions?limit=2&cursor={cursor}"),
+                None => break,
+            }
+        }
+        assert_eq!(seen, ids);
+    }
+}
+
+on_both_backends! {
+    async fn filtered_by_every_given_label(app) {
+        let a = app.create_session(json!({"metadata": {"team": "search", "env": "prod"}})).await;
+        let b = app.create_session(json!({"metadata": {"team": "search", "env": "dev"}})).await;
+        app.create_session(json!({"metadata": {"team": "ads"}})).await;
+        let ids = |reply: crate::support::Reply| -> Vec<String> {
+            reply.body["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["id"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(ids(app.get("/sessions?metadata.team=search").await), [b.clone(), a.clone()]);
+        assert_eq!(ids(app.get("/sessions?metadata.team=search&metadata.env=prod").await), [a]);
+        assert!(ids(app.get("/sessions?metadata.team=none").await).is_empty());
+    }
+}
+
+on_both_backends! {
+    async fn bad_list_parameters_are_named(app) {
+        for (query, needle) in [
+            ("limit=0", "limit"),
+            ("limit=x", "limit"),
+            ("cursor=nope", "cursor"),
+            ("sort=asc", "sort"),
+        ] {
+            let reply = app.get(&format!("/sessions?{query}")).await;
+            assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{query}");
+            assert!(reply.body["detail"].as_str().unwrap().contains(needle), "{}", reply.body);
+        }
+    }
+}
+
+on_both_backends! {
+    async fn deleting_removes_the_session_and_its_log(app) {
+        let id = app.create_session(json!({})).await;
+        let appended = app
+            .append(&id, json!([{"type": "message", "role": "user", "content": "hello"}]))
+            .await;
+        assert_eq!(appended.status, StatusCode::CREATED);
+        assert_eq!(app.delete(&format!("/sessions/{id}")).await.status, StatusCode::NO_CONTENT);
+        assert_eq!(app.get(&format!("/sessions/{id}")).await.status, StatusCode::NOT_FOUND);
+        assert_eq!(app.get(&format!("/sessions/{id}/events")).await.status, StatusCode::NOT_FOUND);
+        let again = app.delete(&format!("/sessions/{id}")).await;
+        assert_eq!(again.status, StatusCode::NOT_FOUND);
+        assert!(again.body["detail"].as_str().unwrap().contains(&id));
+        let uuid = id.parse().unwrap();
+        assert!(app.store.list_events(uuid, 0, 10).await.unwrap().is_empty(), "events cascade");
+    }
+}

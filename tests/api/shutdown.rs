@@ -1,0 +1,119 @@
+//! The real binary: it starts on the SQLite default and finishes in-flight requests on SIGTERM.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+struct Server {
+    child: Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+async fn start() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let addr = format!("127.0.0.1:{port}");
+    // No --database-url: the default SQLite file in the working directory.
+    let child = Command::new(env!("CARGO_BIN_EXE_ctxd"))
+        .args(["serve", "--listen", &addr])
+        .current_dir(dir.path())
+        .env_remove("CTXD_DATABASE_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start ctxd");
+    let server = Server {
+        child,
+        addr,
+        _dir: dir,
+    };
+    for _ in 0..200 {
+        if reqwest::get(format!("http://{}/healthz", server.addr))
+            .await
+            .is_ok()
+        {
+            return server;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("ctxd did not start");
+}
+
+#[tokio::test]
+async fn serves_on_the_embedded_default_and_drains_on_sigterm() {
+    let mut server = start().await;
+    assert!(
+        server._dir.path().join("ctxd.db").exists(),
+        "ctxd.db is created in the working directory"
+    );
+    let client = reqwest::Client::new();
+    let session: serde_json::Value = client
+        .post(format!("http://{}/sessions", server.addr))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = session["id"].as_str().unwrap();
+
+    // Send the head and half the body of an append, signal, then send the rest: the request is
+    // in flight when SIGTERM arrives and must still be answered.
+    let body = json!({"events": [{"type": "message", "role": "user", "content": "finish me"}]})
+        .to_string();
+    let (first, rest) = body.split_at(body.len() / 2);
+    let mut stream = TcpStream::connect(&server.addr).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "POST /sessions/{id}/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{first}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stream.write_all(rest.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    assert!(
+        response.starts_with("HTTP/1.1 201"),
+        "in-flight append answered: {response}"
+    );
+
+    let status = tokio::task::spawn_blocking(move || {
+        let status = server.child.wait();
+        (status, server)
+    })
+    .await
+    .unwrap()
+    .0
+    .unwrap();
+    assert!(
+        status.success(),
+        "ctxd exits cleanly after draining: {status:?}"
+    );
+}

@@ -1,0 +1,109 @@
+//! The store contract, on both backends, below the HTTP layer.
+
+use ctxd::domain::append::{AppendRejection, CountedEvent};
+use ctxd::domain::event::EventInput;
+use ctxd::domain::session::NewSession;
+use ctxd::store::{AppendError, SessionFilter};
+use serde_json::{json, Value};
+
+use crate::store_on_both_backends;
+
+fn batch(events: Value) -> Vec<CountedEvent> {
+    let inputs: Vec<EventInput> = serde_json::from_value(events).unwrap();
+    inputs
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| CountedEvent {
+            event: e.validate(i).unwrap(),
+            tokens: 3,
+        })
+        .collect()
+}
+
+fn labelled(pairs: &[(&str, &str)]) -> NewSession {
+    NewSession {
+        metadata: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..NewSession::default()
+    }
+}
+
+store_on_both_backends! {
+    async fn sessions_round_trip(store) {
+        let created = store.create_session(&labelled(&[("team", "x")])).await.unwrap();
+        let fetched = store.get_session(created.id).await.unwrap().unwrap();
+        assert_eq!(fetched.id, created.id);
+        assert_eq!(fetched.config, created.config);
+        assert_eq!(fetched.metadata, created.metadata);
+        assert_eq!(fetched.head_seq, 0);
+        let second = store.create_session(&labelled(&[("team", "y")])).await.unwrap();
+
+        let all = store.list_sessions(&SessionFilter { limit: 10, ..Default::default() }).await.unwrap();
+        assert_eq!(all.iter().map(|s| s.id).collect::<Vec<_>>(), [second.id, created.id]);
+        let older = store
+            .list_sessions(&SessionFilter { limit: 10, before: Some(second.id), ..Default::default() })
+            .await
+            .unwrap();
+        assert_eq!(older.iter().map(|s| s.id).collect::<Vec<_>>(), [created.id]);
+        let team_y = store
+            .list_sessions(&SessionFilter { limit: 10, labels: labelled(&[("team", "y")]).metadata, ..Default::default() })
+            .await
+            .unwrap();
+        assert_eq!(team_y.iter().map(|s| s.id).collect::<Vec<_>>(), [second.id]);
+
+        assert!(store.delete_session(created.id).await.unwrap());
+        assert!(!store.delete_session(created.id).await.unwrap());
+        assert!(store.get_session(created.id).await.unwrap().is_none());
+    }
+}
+
+store_on_both_backends! {
+    async fn appends_are_all_or_nothing(store) {
+        let s = store.create_session(&NewSession::default()).await.unwrap();
+        let call = json!({"type": "message", "role": "assistant", "tool_calls": [{"id": "x", "name": "ls"}]});
+        let ghost = json!({"type": "message", "role": "tool", "tool_call_id": "ghost", "content": "?"});
+        let refused = store.append_events(s.id, &batch(json!([call, ghost])), None).await;
+        assert!(matches!(refused, Err(AppendError::Rejected(AppendRejection::Invalid(_)))));
+        assert_eq!(store.get_session(s.id).await.unwrap().unwrap().head_seq, 0);
+        assert!(store.list_events(s.id, 0, 10).await.unwrap().is_empty());
+        // The refused batch's call was not recorded either: its result has nothing to answer.
+        let answer = json!({"type": "message", "role": "tool", "tool_call_id": "x", "content": "a"});
+        assert!(store.append_events(s.id, &batch(json!([answer.clone()])), None).await.is_err());
+
+        let outcome = store.append_events(s.id, &batch(json!([call, answer])), Some(0)).await.unwrap();
+        assert_eq!(outcome.head_seq, 2);
+        assert_eq!(outcome.acks.iter().map(|a| a.seq).collect::<Vec<_>>(), [1, 2]);
+        let session = store.get_session(s.id).await.unwrap().unwrap();
+        assert_eq!((session.head_seq, session.total_tokens), (2, 6));
+        assert!(session.updated_at >= session.created_at);
+        let events = store.list_events(s.id, 0, 10).await.unwrap();
+        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(events[1].body.tool_call_id(), Some("x"));
+        assert_eq!(store.list_events(s.id, 1, 10).await.unwrap().len(), 1);
+        assert_eq!(store.list_events(s.id, 0, 1).await.unwrap().len(), 1);
+    }
+}
+
+store_on_both_backends! {
+    async fn a_missing_session_takes_no_events(store) {
+        let ghost = uuid::Uuid::now_v7();
+        let r = store.append_events(ghost, &batch(json!([{"type": "note", "content": "x"}])), None).await;
+        assert!(matches!(r, Err(AppendError::SessionNotFound)));
+    }
+}
+
+store_on_both_backends! {
+    async fn deleting_a_session_deletes_its_events_and_calls(store) {
+        let s = store.create_session(&NewSession::default()).await.unwrap();
+        let call = json!({"type": "message", "role": "assistant", "tool_calls": [{"id": "x", "name": "ls"}]});
+        store.append_events(s.id, &batch(json!([call])), None).await.unwrap();
+        assert!(store.delete_session(s.id).await.unwrap());
+        assert!(store.list_events(s.id, 0, 10).await.unwrap().is_empty());
+        // Other sessions are untouched and independent: the same call id is open only where issued.
+        let t = store.create_session(&NewSession::default()).await.unwrap();
+        let answer = json!({"type": "message", "role": "tool", "tool_call_id": "x", "content": "a"});
+        assert!(store.append_events(t.id, &batch(json!([answer])), None).await.is_err());
+    }
+}

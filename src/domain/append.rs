@@ -480,3 +480,151 @@ mod tests {
         assert!(plan_append(&b, None, &facts).is_ok());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    //! The planner against a reference model that replays the whole log from the start.
+
+    use std::collections::{HashMap, HashSet};
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::domain::event::{EventBody, Message, Role, ToolCall};
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Say,
+        Call(Vec<u8>),
+        Answer(u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            Just(Op::Say),
+            proptest::collection::vec(0u8..4, 1..3).prop_map(Op::Call),
+            (0u8..4).prop_map(Op::Answer),
+        ]
+    }
+
+    fn event(op: &Op) -> CountedEvent {
+        let message = |role, content: &str, tool_calls, tool_call_id| Message {
+            role,
+            content: content.into(),
+            tool_calls,
+            tool_call_id,
+            name: None,
+            is_error: (role == Role::Tool).then_some(false),
+        };
+        let body = match op {
+            Op::Say => message(Role::User, "hi", vec![], None),
+            Op::Call(ids) => {
+                let mut calls: Vec<ToolCall> = Vec::new();
+                for id in ids {
+                    let id = format!("c{id}");
+                    if !calls.iter().any(|c| c.id == id) {
+                        calls.push(ToolCall {
+                            id,
+                            name: "t".into(),
+                            arguments: serde_json::json!({}),
+                        });
+                    }
+                }
+                message(Role::Assistant, "", calls, None)
+            }
+            Op::Answer(id) => message(Role::Tool, "ok", vec![], Some(format!("c{id}"))),
+        };
+        CountedEvent {
+            event: NewEvent {
+                id: None,
+                body: EventBody::Message(body),
+                pinned: false,
+                metadata: None,
+            },
+            tokens: 1,
+        }
+    }
+
+    /// Whether a whole log pairs up: each result answers the most recent open call of its id,
+    /// and no id is issued while open.
+    fn log_is_valid(log: &[CountedEvent]) -> bool {
+        let mut open = HashSet::new();
+        for e in log {
+            for call in e.event.body.tool_calls() {
+                if !open.insert(call.id.clone()) {
+                    return false;
+                }
+            }
+            if let Some(id) = e.event.body.tool_call_id() {
+                if !open.remove(id) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// The store's part: the facts of the referenced call ids, from the calls table.
+    fn facts(
+        head_seq: i64,
+        calls: &[(String, i64, Option<i64>)],
+        batch: &[CountedEvent],
+    ) -> LogFacts {
+        let referenced: HashSet<String> = referenced_call_ids(batch).into_iter().collect();
+        let mut map: HashMap<String, CallFacts> = HashMap::new();
+        for (id, call_seq, result) in calls.iter().filter(|c| referenced.contains(&c.0)) {
+            let f = map.entry(id.clone()).or_default();
+            match result {
+                None => f.open_call_seq = Some(*call_seq),
+                Some(_) => f.answered = true,
+            }
+        }
+        LogFacts {
+            head_seq,
+            existing: HashMap::new(),
+            calls: map,
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_planner_accepts_exactly_the_batches_that_keep_the_log_valid(
+            batches in proptest::collection::vec(proptest::collection::vec(op(), 1..6), 1..12)
+        ) {
+            let mut log: Vec<CountedEvent> = Vec::new();
+            let mut calls: Vec<(String, i64, Option<i64>)> = Vec::new();
+            for ops in batches {
+                let batch: Vec<CountedEvent> = ops.iter().map(event).collect();
+                let head = log.len() as i64;
+                let mut candidate = log.clone();
+                candidate.extend(batch.iter().cloned());
+                let expected_valid = log_is_valid(&candidate);
+                match plan_append(&batch, Some(head), &facts(head, &calls, &batch)) {
+                    Ok(plan) => {
+                        prop_assert!(expected_valid, "accepted a batch that breaks pairing: {ops:?}");
+                        let seqs: Vec<i64> = plan.inserts.iter().map(|(_, s)| *s).collect();
+                        prop_assert_eq!(seqs, (head + 1..=head + batch.len() as i64).collect::<Vec<_>>());
+                        // Apply the plan as a store does.
+                        for (id, call_seq, result_seq) in &plan.answered_calls {
+                            let row = calls.iter_mut().find(|c| &c.0 == id && c.1 == *call_seq && c.2.is_none());
+                            prop_assert!(row.is_some(), "answers a call that is not open");
+                            row.unwrap().2 = Some(*result_seq);
+                        }
+                        for c in &plan.new_calls {
+                            calls.push((c.call_id.clone(), c.call_seq, c.result_seq));
+                        }
+                        let open: Vec<_> = calls.iter().filter(|c| c.2.is_none()).map(|c| &c.0).collect();
+                        let unique: HashSet<_> = open.iter().collect();
+                        prop_assert_eq!(open.len(), unique.len(), "one open call per id");
+                        log = candidate;
+                    }
+                    Err(AppendRejection::Invalid(errors)) => {
+                        prop_assert!(!expected_valid, "refused a valid batch: {ops:?}: {errors:?}");
+                        prop_assert!(!errors.is_empty());
+                    }
+                    Err(other) => prop_assert!(false, "unexpected rejection {other:?}"),
+                }
+            }
+        }
+    }
+}

@@ -240,14 +240,23 @@ pub async fn problem_responses(request: Request, next: Next) -> Response {
                 return response;
             }
             let (parts, body) = response.into_parts();
-            let text = axum::body::to_bytes(body, 4096)
+            let mut text = axum::body::to_bytes(body, 4096)
                 .await
                 .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
                 .unwrap_or_default();
+            if let Some(allow) = parts
+                .headers
+                .get(header::ALLOW)
+                .and_then(|v| v.to_str().ok())
+            {
+                if text.is_empty() {
+                    text = format!("this resource allows {}", allow.replace(',', ", "));
+                }
+            }
             let mut problem = bare_status_error(status, text).to_problem();
             problem.status = status.as_u16();
             let mut response = render(status, &problem);
-            // Keep headers such as `allow` on a 405.
+            // Keep the original headers (axum adds `allow` to a 405 further out).
             for (name, value) in parts.headers.iter() {
                 if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
                     response.headers_mut().insert(name.clone(), value.clone());
@@ -268,9 +277,9 @@ fn bare_status_error(status: StatusCode, text: String) -> ApiError {
     };
     match status {
         StatusCode::NOT_FOUND => ApiError::NotFound(detail("no such resource")),
-        StatusCode::METHOD_NOT_ALLOWED => {
-            ApiError::MethodNotAllowed(detail("this method is not allowed on this resource"))
-        }
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed(detail(
+            "this method is not allowed on this resource; the `allow` header lists those that are",
+        )),
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(detail("the body is too large")),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => {
             ApiError::UnsupportedMediaType(detail("unsupported content type"))

@@ -37,6 +37,7 @@ on_both_backends! {
         assert_eq!(wrong_method.status, StatusCode::METHOD_NOT_ALLOWED);
         let allow = wrong_method.headers["allow"].to_str().unwrap();
         assert!(allow.contains("GET") && allow.contains("POST"), "{allow}");
+        assert!(wrong_method.body["detail"].as_str().unwrap().contains("allow"), "{}", wrong_method.body);
 
         let bad_id = app.get("/sessions/not-a-uuid").await;
         assert_eq!(bad_id.status, StatusCode::BAD_REQUEST);

@@ -7,6 +7,7 @@ use ctxd::store::{AppendError, SessionFilter};
 use serde_json::{json, Value};
 
 use crate::store_on_both_backends;
+use crate::support::{Backend, TestStore};
 
 fn batch(events: Value) -> Vec<CountedEvent> {
     let inputs: Vec<EventInput> = serde_json::from_value(events).unwrap();
@@ -106,4 +107,37 @@ store_on_both_backends! {
         let answer = json!({"type": "message", "role": "tool", "tool_call_id": "x", "content": "a"});
         assert!(store.append_events(t.id, &batch(json!([answer])), None).await.is_err());
     }
+}
+
+async fn history_cannot_be_rewritten(backend: Backend) {
+    let db = TestStore::new(backend).await;
+    let s = db
+        .store
+        .create_session(&NewSession::default())
+        .await
+        .unwrap();
+    let note = json!([{"type": "note", "content": "keep me"}]);
+    db.store
+        .append_events(s.id, &batch(note), None)
+        .await
+        .unwrap();
+    let refused = db.raw.execute("UPDATE events SET tokens = 0").await;
+    let message = refused
+        .expect_err("an UPDATE of events must fail")
+        .to_string();
+    assert!(message.contains("append-only"), "{message}");
+    assert_eq!(
+        db.store.list_events(s.id, 0, 10).await.unwrap()[0].tokens,
+        3
+    );
+}
+
+#[tokio::test]
+async fn history_cannot_be_rewritten_sqlite() {
+    history_cannot_be_rewritten(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn history_cannot_be_rewritten_postgres() {
+    history_cannot_be_rewritten(Backend::Postgres).await;
 }

@@ -21,7 +21,23 @@ pub enum Backend {
 /// A store on its own database; the guard keeps an SQLite file alive.
 pub struct TestStore {
     pub store: Arc<dyn Store>,
+    /// Direct SQL access to the same database, to check what the store must refuse.
+    pub raw: RawDb,
     _dir: Option<TempDir>,
+}
+
+pub enum RawDb {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+impl RawDb {
+    pub async fn execute(&self, sql: &str) -> Result<u64, sqlx::Error> {
+        Ok(match self {
+            Self::Sqlite(pool) => sqlx::query(sql).execute(pool).await?.rows_affected(),
+            Self::Postgres(pool) => sqlx::query(sql).execute(pool).await?.rows_affected(),
+        })
+    }
 }
 
 pub fn postgres_url() -> String {
@@ -42,8 +58,10 @@ impl TestStore {
                 let url = format!("sqlite://{}", dir.path().join("ctxd.db").display());
                 let store = SqliteStore::connect(&url, 4).await.expect("open sqlite");
                 store.migrate().await.expect("migrate sqlite");
+                let raw = sqlx::SqlitePool::connect(&url).await.expect("raw sqlite");
                 Self {
                     store: Arc::new(store),
+                    raw: RawDb::Sqlite(raw),
                     _dir: Some(dir),
                 }
             }
@@ -67,10 +85,11 @@ impl TestStore {
                     .connect_with(options)
                     .await
                     .expect("connect test pool");
-                let store = PostgresStore::from_pool(pool);
+                let store = PostgresStore::from_pool(pool.clone());
                 store.migrate().await.expect("migrate postgres");
                 Self {
                     store: Arc::new(store),
+                    raw: RawDb::Postgres(pool),
                     _dir: None,
                 }
             }

@@ -5,8 +5,10 @@
 
 pub mod config;
 pub mod domain;
+pub mod engine;
 pub mod http;
 pub mod store;
+pub mod summarize;
 pub mod tokens;
 
 pub use http::{app, openapi, AppState, Limits};

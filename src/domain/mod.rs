@@ -2,6 +2,7 @@
 //! Pure data and logic: no HTTP, no SQL.
 
 pub mod append;
+pub mod compaction;
 pub mod event;
 pub mod session;
 

@@ -99,6 +99,14 @@ pub struct SessionConfig {
     #[serde(default = "SessionConfig::default_offload_threshold_chars")]
     #[schema(default = 4000)]
     pub offload_threshold_chars: u32,
+    /// A compaction rewrites the view's middle only when it frees at least this fraction of the
+    /// window, so that the provider's prompt cache keeps hitting between compactions.
+    #[serde(default = "SessionConfig::default_min_compaction_gain")]
+    #[schema(default = 0.05)]
+    pub min_compaction_gain: f64,
+    /// The longest summary, in characters (default: 8000, or the context window if smaller).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_max_chars: Option<u32>,
 }
 
 impl SessionConfig {
@@ -113,6 +121,20 @@ impl SessionConfig {
     }
     fn default_offload_threshold_chars() -> u32 {
         4_000
+    }
+    fn default_min_compaction_gain() -> f64 {
+        0.05
+    }
+
+    /// The bound on the summary's length in characters.
+    pub fn summary_max_chars(&self) -> usize {
+        self.summary_max_chars
+            .unwrap_or(8_000.min(self.context_window)) as usize
+    }
+
+    /// The fewest tokens a compaction must free to rewrite the view's middle.
+    pub fn min_gain_tokens(&self) -> i64 {
+        (self.min_compaction_gain * f64::from(self.context_window)).ceil() as i64
     }
 
     /// Every rule a configuration must satisfy, reported together.
@@ -162,6 +184,20 @@ impl SessionConfig {
         if self.offload_threshold_chars < 100 {
             fail("offload_threshold_chars", "must be at least 100".into());
         }
+        if !(0.0..=0.5).contains(&self.min_compaction_gain) {
+            fail(
+                "min_compaction_gain",
+                "must be a fraction of the window between 0 and 0.5".into(),
+            );
+        }
+        if let Some(max) = self.summary_max_chars {
+            if !(200..=self.context_window).contains(&max) {
+                fail(
+                    "summary_max_chars",
+                    "must be at least 200 and at most the context window (in characters)".into(),
+                );
+            }
+        }
         errors
     }
 }
@@ -176,6 +212,8 @@ impl Default for SessionConfig {
             thresholds: Thresholds::default(),
             min_tail_messages: Self::default_min_tail_messages(),
             offload_threshold_chars: Self::default_offload_threshold_chars(),
+            min_compaction_gain: Self::default_min_compaction_gain(),
+            summary_max_chars: None,
         }
     }
 }

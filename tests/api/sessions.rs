@@ -20,7 +20,8 @@ on_both_backends! {
                 "context_window": 200000, "max_output_tokens": 8192, "tokenizer": "o200k_base",
                 "policy": "progressive",
                 "thresholds": {"warn": 0.6, "soft": 0.7, "full": 0.8, "emergency": 0.95},
-                "min_tail_messages": 6, "offload_threshold_chars": 4000
+                "min_tail_messages": 6, "offload_threshold_chars": 4000,
+                "min_compaction_gain": 0.05
             })
         );
         assert_eq!(reply.body["head_seq"], 0);

@@ -1,0 +1,310 @@
+//! The vocabulary of compaction: tiers, item states and projections, anchors, summaries, the
+//! messages of a view, and the record that explains one compaction.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::event::{Role, ToolCall};
+
+/// How hard a compaction works, chosen from the view's utilization of the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    /// Below `warn`: the view is the previous view plus the new events.
+    None,
+    /// Offload large tool results in the head.
+    Warn,
+    /// Offload, then summarise the oldest half of the head.
+    Soft,
+    /// Offload, then summarise the whole head.
+    Full,
+    /// No LLM: keep system, pinned items, the summary and as much of the tail as fits.
+    Emergency,
+}
+
+/// An item's lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemState {
+    /// Always shown in full (system prompts and pinned events).
+    Pinned,
+    /// Shown in full.
+    Active,
+    /// Shown reduced: a preview or a reference to its observation.
+    Retained,
+    /// Not shown; covered by the summary and recallable by seq.
+    Archived,
+}
+
+/// How an item appears in the current view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Projection {
+    Full,
+    /// The first lines, bounded, with the observation reference.
+    Preview,
+    /// Only the observation reference.
+    Reference,
+    /// Covered by the summary message.
+    Summary,
+    /// Not in the view at all.
+    Omitted,
+}
+
+/// Why an item has its projection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// A system prompt: always kept.
+    SystemPrompt,
+    /// A pinned event: always kept.
+    Pinned,
+    /// A pinned user message: always kept.
+    PinnedUserMessage,
+    /// Among the newest messages, kept verbatim.
+    RecentTail,
+    /// Not yet touched by any compaction.
+    WithinBudget,
+    /// A large tool result in the head, shown as a preview with its observation reference.
+    OffloadedLargeToolResult,
+    /// A completed tool exchange shown by reference (overflow retry).
+    MaskedCompletedToolExchange,
+    /// Folded into the summary.
+    Summarized,
+    /// Dropped to fit the window in an emergency; folded into the summary deterministically.
+    EmergencyTruncation,
+    /// A tool result whose call is not in the view: dropped so the request stays valid.
+    OrphanToolResult,
+}
+
+/// A value of an anchor that says nothing.
+pub const NOT_AVAILABLE: &str = "N/A";
+
+/// The five structured anchors a summary keeps, merged incrementally.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Anchors {
+    pub user_intent: String,
+    pub execution_progress: String,
+    pub key_decision: String,
+    pub tried_solution: String,
+    pub next_step: String,
+}
+
+impl Default for Anchors {
+    fn default() -> Self {
+        Self {
+            user_intent: NOT_AVAILABLE.into(),
+            execution_progress: NOT_AVAILABLE.into(),
+            key_decision: NOT_AVAILABLE.into(),
+            tried_solution: NOT_AVAILABLE.into(),
+            next_step: NOT_AVAILABLE.into(),
+        }
+    }
+}
+
+/// Whether an anchor value says nothing: any spelling of "none" ("N/A", "- N/A", "n/a",
+/// "None", "null", empty).
+pub fn is_unknown(value: &str) -> bool {
+    let v = value
+        .trim()
+        .trim_start_matches(['-', '*', '•'])
+        .trim()
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    matches!(
+        v.as_str(),
+        "" | "n/a" | "na" | "none" | "null" | "nil" | "unknown" | "not available" | "-"
+    )
+}
+
+impl Anchors {
+    fn fields_mut(&mut self) -> [&mut String; 5] {
+        [
+            &mut self.user_intent,
+            &mut self.execution_progress,
+            &mut self.key_decision,
+            &mut self.tried_solution,
+            &mut self.next_step,
+        ]
+    }
+
+    /// Takes every known value of `newer`; a value that says nothing never overwrites a known
+    /// one. Unknown values are normalised to "N/A".
+    pub fn merge(&mut self, newer: &Anchors) {
+        let mut newer = newer.clone();
+        for (mine, theirs) in self.fields_mut().into_iter().zip(newer.fields_mut()) {
+            if !is_unknown(theirs) {
+                *mine = theirs.trim().to_owned();
+            } else if is_unknown(mine) {
+                *mine = NOT_AVAILABLE.into();
+            }
+        }
+    }
+}
+
+/// The running summary of everything before the checkpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Summary {
+    /// Prose, for the model.
+    pub text: String,
+    pub anchors: Anchors,
+}
+
+/// What a compaction was asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Compact when the tier calls for it and the gain is worthwhile.
+    #[default]
+    Auto,
+    /// Compact at least at the full tier, whatever the utilization.
+    Force,
+    /// Plan as `auto` would, persist nothing.
+    DryRun,
+}
+
+/// What started a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    Auto,
+    Manual,
+    OverflowRetry,
+}
+
+/// One message of a view, before it is rendered for a provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ViewMessage {
+    /// The event shown; absent for the summary message and placeholder results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<i64>,
+    pub role: Role,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub is_error: bool,
+    pub projection: Projection,
+    /// Tokens this message costs in the view.
+    pub tokens: i64,
+}
+
+/// An item shown by reference to its observation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct OffloadedItem {
+    pub seq: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Characters of the full content.
+    pub chars: i64,
+    /// Tokens of the full content.
+    pub tokens: i64,
+    /// `observation://<event-id>` to recall it by.
+    pub uri: String,
+}
+
+/// Which summariser made a summary, and what it cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SummarizerInfo {
+    /// `openai`, `anthropic` or `deterministic`.
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub latency_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<i64>,
+}
+
+/// What tool-pair repair changed so that the view is a valid provider request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Repairs {
+    pub orphan_results_dropped: i64,
+    pub placeholder_results_inserted: i64,
+}
+
+/// What one compaction did, exactly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CompactionRecord {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub created_at: DateTime<Utc>,
+    /// The newest event the view covers.
+    pub head_seq: i64,
+    pub policy: super::session::Policy,
+    pub trigger: Trigger,
+    pub tier: Tier,
+    /// Whether the view's middle changed (false: the view is the previous view plus new events).
+    pub acted: bool,
+    /// Tokens of the view (messages, tool schemas and reserved output) before and after.
+    pub tokens_before: i64,
+    pub tokens_after: i64,
+    pub items_before: i64,
+    pub items_after: i64,
+    /// The context window.
+    pub budget: i64,
+    /// tokens_after / tokens_before.
+    pub compression_ratio: f64,
+    pub anchors: Anchors,
+    pub offloaded: Vec<OffloadedItem>,
+    pub summarized_seqs: Vec<i64>,
+    pub evicted_seqs: Vec<i64>,
+    /// Seqs of the tail kept verbatim.
+    pub preserved_tail: Vec<i64>,
+    pub summary_text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summarizer: Option<SummarizerInfo>,
+    pub repairs: Repairs,
+    /// How many leading messages of the previous view are unchanged.
+    pub prefix_kept: i64,
+    pub duration_ms: f64,
+    /// What failed, when something did (the view is still valid: the fallback was used).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_spelling_of_none_is_unknown() {
+        for v in [
+            "N/A", "- N/A", "n/a", "None", "none.", "", "  ", "null", "* n/a",
+        ] {
+            assert!(is_unknown(v), "{v:?}");
+        }
+        for v in ["Fix the login bug", "No tests yet", "nothing failed so far"] {
+            assert!(!is_unknown(v), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn merging_never_regresses_a_known_anchor() {
+        let mut anchors = Anchors {
+            user_intent: "Fix the login bug".into(),
+            ..Anchors::default()
+        };
+        anchors.merge(&Anchors {
+            user_intent: "- N/A".into(),
+            next_step: "Run the tests".into(),
+            execution_progress: "None".into(),
+            ..Anchors::default()
+        });
+        assert_eq!(anchors.user_intent, "Fix the login bug");
+        assert_eq!(anchors.next_step, "Run the tests");
+        assert_eq!(anchors.execution_progress, NOT_AVAILABLE);
+        anchors.merge(&Anchors {
+            user_intent: "Also fix signup".into(),
+            ..Anchors::default()
+        });
+        assert_eq!(anchors.user_intent, "Also fix signup");
+    }
+}

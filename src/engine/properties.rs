@@ -1,0 +1,147 @@
+//! Properties of the engine over random sessions: appends and compactions interleaved.
+
+use std::collections::HashSet;
+
+use proptest::prelude::*;
+
+use super::render::{render_anthropic, render_openai};
+use super::tests::{config, run, Log};
+use super::validate::{validate_anthropic, validate_openai};
+use super::CompactionState;
+use crate::domain::compaction::{is_unknown, Anchors, Mode, Projection};
+
+#[derive(Debug, Clone)]
+enum Step {
+    User(usize),
+    Assistant(usize),
+    /// A call and its result of the given size.
+    Exchange(usize),
+    /// Two calls in one message, answered in reverse order.
+    Parallel(usize, usize),
+    /// A pinned note.
+    Note,
+    Compact(Mode),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (1usize..1_500).prop_map(Step::User),
+        2 => (1usize..1_500).prop_map(Step::Assistant),
+        4 => (1usize..12_000).prop_map(Step::Exchange),
+        1 => (1usize..6_000, 1usize..6_000).prop_map(|(a, b)| Step::Parallel(a, b)),
+        1 => Just(Step::Note),
+        4 => prop_oneof![Just(Mode::Auto), Just(Mode::Auto), Just(Mode::Force), Just(Mode::DryRun)]
+            .prop_map(Step::Compact),
+    ]
+}
+
+fn anchor_values(a: &Anchors) -> [&str; 5] {
+    [
+        &a.user_intent,
+        &a.execution_progress,
+        &a.key_decision,
+        &a.tried_solution,
+        &a.next_step,
+    ]
+}
+
+fn text(n: usize, seed: usize) -> String {
+    let words = [
+        "fix",
+        "the",
+        "parser",
+        "in",
+        "src/lib.rs",
+        "error:",
+        "ok",
+        "café",
+        "→",
+    ];
+    (0..n)
+        .map(|i| words[(i * 7 + seed) % words.len()])
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(n.max(1))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn views_fit_are_valid_and_lose_nothing(
+        window in prop_oneof![Just(3_000u32), Just(8_000u32), Just(30_000u32)],
+        min_tail in 1u32..6,
+        offload in 100u32..2_000,
+        tools in 0i64..400,
+        steps in proptest::collection::vec(step(), 1..60),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let mut cfg = config(window);
+        cfg.min_tail_messages = min_tail;
+        cfg.offload_threshold_chars = offload;
+        let mut log = Log::default();
+        log.system("You are a careful agent.");
+        let mut state = CompactionState::default();
+        // Every seq any record listed as offloaded, summarised or evicted.
+        let mut membership: HashSet<i64> = HashSet::new();
+        let mut known_anchors = [false; 5];
+        let mut calls = 0;
+        for (i, step) in steps.iter().enumerate() {
+            match step {
+                Step::User(n) => { log.user(&text(*n, i)); }
+                Step::Assistant(n) => { log.assistant(&text(*n, i)); }
+                Step::Exchange(n) => {
+                    calls += 1;
+                    log.exchange(&format!("c{calls}"), *n);
+                }
+                Step::Parallel(a, b) => {
+                    calls += 1;
+                    let (x, y) = (format!("p{calls}a"), format!("p{calls}b"));
+                    log.push(serde_json::json!({"type": "message", "role": "assistant", "tool_calls": [
+                        {"id": x, "name": "read", "arguments": "{}"},
+                        {"id": y, "name": "grep", "arguments": {"q": "fn"}}]}));
+                    log.result(&y, *b);
+                    log.result(&x, *a);
+                }
+                Step::Note => {
+                    log.push(serde_json::json!({"type": "note", "content": text(40, i), "pinned": true}));
+                }
+                Step::Compact(mode) => {
+                    let out = runtime.block_on(run(&cfg, &state, &log, tools, *mode, 0)).unwrap();
+                    let r = &out.record;
+                    prop_assert!(r.tokens_after <= i64::from(window),
+                        "over budget: {} > {window} ({:?})", r.tokens_after, r.tier);
+                    let openai = render_openai(&out.messages);
+                    prop_assert!(validate_openai(&openai).is_ok(), "{:?}", validate_openai(&openai));
+                    let anthropic = render_anthropic(&out.messages);
+                    prop_assert!(validate_anthropic(&anthropic).is_ok(), "{:?}", validate_anthropic(&anthropic));
+                    if *mode == Mode::DryRun {
+                        continue;
+                    }
+                    membership.extend(r.offloaded.iter().map(|o| o.seq));
+                    membership.extend(&r.summarized_seqs);
+                    membership.extend(&r.evicted_seqs);
+                    let shown: HashSet<i64> = out.messages.iter()
+                        .filter(|m| m.projection == Projection::Full)
+                        .filter_map(|m| m.seq)
+                        .collect();
+                    for e in &log.events {
+                        prop_assert!(shown.contains(&e.seq) || membership.contains(&e.seq),
+                            "seq {} is neither shown in full nor in any record", e.seq);
+                    }
+                    for (known, value) in known_anchors.iter_mut().zip(anchor_values(&out.state.summary.anchors)) {
+                        prop_assert!(!(*known && is_unknown(value)), "an anchor regressed to N/A");
+                        *known |= !is_unknown(value);
+                    }
+                    // A retry with no new events changes nothing.
+                    let retry = runtime.block_on(run(&cfg, &out.state, &log, tools, Mode::Auto, 0)).unwrap();
+                    prop_assert!(!retry.changed, "a retry acted: {:?}", retry.record.tier);
+                    prop_assert_eq!(&retry.messages, &out.messages);
+                    state = out.state;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! A session's compaction state: what the current view is made of. Persisted after every
+//! compaction that acts, so that any replica continues incrementally.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::domain::compaction::{Projection, Reason, Summary, Tier};
+
+/// How an item after the checkpoint is shown when not in full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reduced {
+    /// `preview` or `reference`.
+    pub projection: Projection,
+    pub reason: Reason,
+    pub compaction_id: Uuid,
+    /// Tokens of the reduced message.
+    pub tokens_in_view: i64,
+}
+
+/// A run of seqs folded into the summary by one compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoldedRange {
+    pub from_seq: i64,
+    pub to_seq: i64,
+    pub compaction_id: Uuid,
+    /// `summarized` or `emergency_truncation`.
+    pub reason: Reason,
+}
+
+/// What the last compaction saw, for inspection without recomputing the view.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LastView {
+    pub head_seq: i64,
+    pub tier: Option<Tier>,
+    /// Tokens of the view's messages, uncalibrated.
+    pub message_tokens: i64,
+    pub tools_tokens: i64,
+    /// The first seq of the tail the last acting compaction kept verbatim.
+    #[serde(default)]
+    pub tail_from_seq: Option<i64>,
+}
+
+/// The persisted compaction state of one session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionState {
+    /// Events at or before this seq are folded into the summary, except those in `kept`.
+    pub checkpoint_seq: i64,
+    pub summary: Summary,
+    /// Tokens of the summary message as shown (summary, anchors and observation references).
+    pub summary_tokens: i64,
+    /// Seqs at or before the checkpoint still shown in full: system prompts and pinned events.
+    pub kept: Vec<i64>,
+    /// Items after the checkpoint shown reduced, by seq.
+    pub reduced: BTreeMap<i64, Reduced>,
+    /// The provider's real token count over ours (≥ 1 is applied; see `calibration_factor`).
+    pub calibration: f64,
+    /// How many provider counts the calibration has seen.
+    #[serde(default)]
+    pub calibration_samples: u32,
+    pub last_compaction_id: Option<Uuid>,
+    #[serde(default)]
+    pub last_view: LastView,
+}
+
+impl Default for CompactionState {
+    fn default() -> Self {
+        Self {
+            checkpoint_seq: 0,
+            summary: Summary::default(),
+            summary_tokens: 0,
+            kept: Vec::new(),
+            reduced: BTreeMap::new(),
+            calibration: 1.0,
+            calibration_samples: 0,
+            last_compaction_id: None,
+            last_view: LastView::default(),
+        }
+    }
+}
+
+impl CompactionState {
+    /// The factor applied to our message token counts. A provider that counts more tokens than
+    /// our tokenizer raises it; one that counts fewer never lowers it below 1, so the budget
+    /// stays conservative.
+    pub fn calibration_factor(&self) -> f64 {
+        if self.calibration.is_finite() {
+            self.calibration.clamp(1.0, 4.0)
+        } else {
+            1.0
+        }
+    }
+
+    /// Folds a provider's real count for a view into the calibration (an exponential average,
+    /// so one odd sample does not swing it).
+    pub fn calibrate(&mut self, provider_tokens: i64, our_tokens: i64) {
+        if provider_tokens <= 0 || our_tokens <= 0 {
+            return;
+        }
+        let sample = provider_tokens as f64 / our_tokens as f64;
+        self.calibration = if self.calibration_samples == 0 {
+            sample
+        } else {
+            0.7 * self.calibration + 0.3 * sample
+        };
+        self.calibration_samples += 1;
+    }
+}

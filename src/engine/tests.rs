@@ -1,0 +1,456 @@
+//! Engine tests: every tier and boundary, table-driven over small logs, and properties over
+//! random sessions. Costs use the chars4 tokenizer so that they are easy to reason about.
+
+use chrono::Utc;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{compact, CompactionState, EngineError, EngineInput, EngineOutput};
+use crate::domain::compaction::{Mode, Projection, Tier};
+use crate::domain::event::{Event, EventBody, EventInput};
+use crate::domain::session::SessionConfig;
+use crate::tokens::Tokenizer;
+
+/// A session's log under construction.
+#[derive(Default, Clone)]
+pub(super) struct Log {
+    pub events: Vec<Event>,
+}
+
+impl Log {
+    pub fn push(&mut self, value: serde_json::Value) -> i64 {
+        let input: EventInput = serde_json::from_value(value).unwrap();
+        let new = input.validate(0).unwrap();
+        let seq = self.events.len() as i64 + 1;
+        self.events.push(Event {
+            seq,
+            id: None,
+            tokens: Tokenizer::Chars4.count_event(&new.body),
+            body: new.body,
+            pinned: new.pinned,
+            metadata: None,
+            created_at: Utc::now(),
+        });
+        seq
+    }
+    pub fn system(&mut self, text: &str) -> i64 {
+        self.push(json!({"type": "message", "role": "system", "content": text}))
+    }
+    pub fn user(&mut self, text: &str) -> i64 {
+        self.push(json!({"type": "message", "role": "user", "content": text}))
+    }
+    pub fn assistant(&mut self, text: &str) -> i64 {
+        self.push(json!({"type": "message", "role": "assistant", "content": text}))
+    }
+    pub fn call(&mut self, id: &str) -> i64 {
+        self.push(json!({"type": "message", "role": "assistant",
+            "tool_calls": [{"id": id, "name": "read", "arguments": {"path": format!("src/{id}.rs")}}]}))
+    }
+    pub fn result(&mut self, id: &str, chars: usize) -> i64 {
+        let content: String = (0..chars)
+            .map(|i| if i % 80 == 79 { '\n' } else { 'x' })
+            .collect();
+        self.push(
+            json!({"type": "message", "role": "tool", "tool_call_id": id, "name": "read",
+            "content": content}),
+        )
+    }
+    /// A call and its result.
+    pub fn exchange(&mut self, id: &str, chars: usize) {
+        self.call(id);
+        self.result(id, chars);
+    }
+    pub fn head(&self) -> i64 {
+        self.events.len() as i64
+    }
+    /// The events a view of `state` is made of, as a store loads them.
+    pub fn view_events(&self, state: &CompactionState) -> Vec<Event> {
+        self.events
+            .iter()
+            .filter(|e| e.seq > state.checkpoint_seq || state.kept.contains(&e.seq))
+            .cloned()
+            .collect()
+    }
+}
+
+pub(super) fn config(window: u32) -> SessionConfig {
+    SessionConfig {
+        context_window: window,
+        max_output_tokens: 1_000,
+        tokenizer: Tokenizer::Chars4,
+        min_tail_messages: 4,
+        offload_threshold_chars: 400,
+        ..SessionConfig::default()
+    }
+}
+
+pub(super) async fn run(
+    config: &SessionConfig,
+    state: &CompactionState,
+    log: &Log,
+    tools_tokens: i64,
+    mode: Mode,
+    overflow_retry: u8,
+) -> Result<EngineOutput, EngineError> {
+    let events = log.view_events(state);
+    compact(
+        EngineInput {
+            session_id: Uuid::nil(),
+            config,
+            state,
+            events: &events,
+            head_seq: log.head(),
+            tools_tokens,
+            mode,
+            overflow_retry,
+            now: Utc::now(),
+        },
+        None,
+    )
+    .await
+}
+
+fn seqs(out: &EngineOutput) -> Vec<Option<i64>> {
+    out.messages.iter().map(|m| m.seq).collect()
+}
+
+fn projection_of(out: &EngineOutput, seq: i64) -> Option<Projection> {
+    out.messages
+        .iter()
+        .find(|m| m.seq == Some(seq))
+        .map(|m| m.projection)
+}
+
+/// Tools tokens that put the view at exactly `utilization` of the window.
+fn tools_for(utilization: f64, config: &SessionConfig, log: &Log) -> i64 {
+    let messages: i64 = log.events.iter().map(|e| e.tokens).sum();
+    (utilization * f64::from(config.context_window)).round() as i64
+        - messages
+        - i64::from(config.max_output_tokens)
+}
+
+#[tokio::test]
+async fn below_warn_the_view_is_the_log() {
+    let config = config(10_000);
+    let mut log = Log::default();
+    log.system("You are a careful agent.");
+    log.user("Please read the files.");
+    log.exchange("a", 100);
+    let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(out.record.tier, Tier::None);
+    assert!(!out.record.acted && !out.changed);
+    assert_eq!(seqs(&out), [Some(1), Some(2), Some(3), Some(4)]);
+    assert_eq!(out.record.prefix_kept, 4);
+}
+
+#[tokio::test]
+async fn tier_boundaries_are_inclusive() {
+    let config = config(10_000);
+    let mut log = Log::default();
+    log.user("hello");
+    let state = CompactionState::default();
+    for (utilization, tier) in [
+        (0.59, Tier::None),
+        (0.60, Tier::Warn),
+        (0.70, Tier::Soft),
+        (0.80, Tier::Full),
+        (0.95, Tier::Emergency),
+    ] {
+        let tools = tools_for(utilization, &config, &log);
+        let out = run(&config, &state, &log, tools, Mode::Auto, 0)
+            .await
+            .unwrap();
+        assert_eq!(out.record.tier, tier, "at {utilization}");
+        assert!(out.record.tokens_after <= 10_000);
+    }
+}
+
+#[tokio::test]
+async fn warn_offloads_large_head_results_and_keeps_the_tail() {
+    let config = config(10_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Investigate the crash.");
+    for i in 0..6 {
+        log.exchange(&format!("c{i}"), 2_400); // ~600 tokens each
+    }
+    log.user("Now summarise what you found.");
+    log.assistant("Working on it.");
+    let tools = tools_for(0.62, &config, &log);
+    let out = run(
+        &config,
+        &CompactionState::default(),
+        &log,
+        tools,
+        Mode::Auto,
+        0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.record.tier, Tier::Warn);
+    assert!(out.record.acted, "{:?}", out.record);
+    // The head's large results are previews; the last four messages are untouched.
+    let offloaded: Vec<i64> = out.record.offloaded.iter().map(|o| o.seq).collect();
+    assert!(!offloaded.is_empty());
+    for seq in &offloaded {
+        assert_eq!(projection_of(&out, *seq), Some(Projection::Preview));
+        let m = out.messages.iter().find(|m| m.seq == Some(*seq)).unwrap();
+        assert!(m.content.contains(&format!("observation://{seq}")));
+    }
+    let tail_start = log.head() - 3;
+    for seq in tail_start..=log.head() {
+        assert_eq!(
+            projection_of(&out, seq),
+            Some(Projection::Full),
+            "tail seq {seq}"
+        );
+        assert!(!offloaded.contains(&seq));
+    }
+    // The summary message right after the system prompt lists every reference.
+    assert_eq!(out.messages[1].projection, Projection::Summary);
+    for seq in &offloaded {
+        assert!(out.messages[1]
+            .content
+            .contains(&format!("observation://{seq}")));
+    }
+    assert!(
+        out.record.summarized_seqs.is_empty(),
+        "warn does not summarise"
+    );
+    assert!(out.record.tokens_after < out.record.tokens_before);
+}
+
+#[tokio::test]
+async fn a_small_gain_leaves_the_view_alone() {
+    let config = config(10_000);
+    let mut log = Log::default();
+    log.user("Investigate.");
+    log.exchange("c0", 500); // one small offload candidate: ~100 tokens freed < 5 % of 10k
+    for i in 0..4 {
+        log.user(&format!("message {i}"));
+    }
+    let tools = tools_for(0.61, &config, &log);
+    let out = run(
+        &config,
+        &CompactionState::default(),
+        &log,
+        tools,
+        Mode::Auto,
+        0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.record.tier, Tier::Warn);
+    assert!(!out.record.acted && !out.changed);
+    assert_eq!(out.record.prefix_kept, out.messages.len() as i64);
+}
+
+#[tokio::test]
+async fn soft_summarises_the_oldest_half_of_the_head() {
+    let config = config(10_000);
+    let mut log = Log::default();
+    log.system("sys");
+    for i in 0..10 {
+        log.user(&format!("request {i}: {}", "y".repeat(800)));
+        log.assistant(&format!("answer {i}: {}", "z".repeat(800)));
+    }
+    let tools = tools_for(0.72, &config, &log);
+    let out = run(
+        &config,
+        &CompactionState::default(),
+        &log,
+        tools,
+        Mode::Auto,
+        0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.record.tier, Tier::Soft);
+    assert!(out.record.acted);
+    let summarized = &out.record.summarized_seqs;
+    assert!(!summarized.is_empty());
+    // Roughly the oldest half of the head (seqs 2..=17), never the tail (18..=21).
+    let head: Vec<i64> = (2..=17).collect();
+    assert_eq!(summarized[..], head[..summarized.len()]);
+    assert!(
+        summarized.len() >= 6 && summarized.len() <= 10,
+        "{summarized:?}"
+    );
+    for seq in summarized {
+        assert_eq!(projection_of(&out, *seq), None);
+    }
+    for seq in (*summarized.last().unwrap() + 1)..=log.head() {
+        assert_eq!(projection_of(&out, seq), Some(Projection::Full));
+    }
+    assert_eq!(out.state.checkpoint_seq, *summarized.last().unwrap());
+    assert_eq!(out.state.kept, [1], "the system prompt stays");
+    assert!(
+        out.record.summary_text.contains("request 0"),
+        "{}",
+        out.record.summary_text
+    );
+}
+
+#[tokio::test]
+async fn full_summarises_the_head_without_splitting_a_tool_pair() {
+    let config = config(10_000);
+    let mut log = Log::default();
+    log.system("sys");
+    for i in 0..12 {
+        log.user(&format!("step {i}: {}", "q".repeat(600)));
+    }
+    // The tail's last four messages start at a result whose call stands before them.
+    log.assistant("calling");
+    let call = log.call("last");
+    log.user("interjection");
+    log.user("another");
+    log.result("last", 100);
+    log.user("go on");
+    let tools = tools_for(0.85, &config, &log);
+    let out = run(
+        &config,
+        &CompactionState::default(),
+        &log,
+        tools,
+        Mode::Auto,
+        0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.record.tier, Tier::Full);
+    assert!(out.record.acted);
+    assert_eq!(
+        projection_of(&out, call),
+        Some(Projection::Full),
+        "the call moved into the tail"
+    );
+    assert_eq!(out.state.checkpoint_seq, call - 1);
+    assert_eq!(
+        out.record.preserved_tail,
+        (call..=log.head()).collect::<Vec<_>>()
+    );
+    assert_eq!(out.record.repairs.orphan_results_dropped, 0);
+}
+
+#[tokio::test]
+async fn emergency_keeps_a_preview_of_a_message_too_large_for_the_window() {
+    let config = config(4_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("read the big file");
+    log.exchange("big", 40_000); // ~10,000 tokens: more than the window
+    let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(out.record.tier, Tier::Emergency);
+    assert!(
+        out.record.tokens_after <= 4_000,
+        "{}",
+        out.record.tokens_after
+    );
+    let result = out
+        .messages
+        .iter()
+        .find(|m| m.seq == Some(4))
+        .expect("the result is shown");
+    assert!(matches!(
+        result.projection,
+        Projection::Preview | Projection::Reference
+    ));
+    assert!(result.content.contains("observation://4"));
+}
+
+#[tokio::test]
+async fn force_compacts_at_low_utilization_and_a_retry_changes_nothing() {
+    let config = config(100_000);
+    let mut log = Log::default();
+    log.system("sys");
+    for i in 0..10 {
+        log.user(&format!("request {i}"));
+        log.exchange(&format!("c{i}"), 50);
+    }
+    let out = run(
+        &config,
+        &CompactionState::default(),
+        &log,
+        0,
+        Mode::Force,
+        0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.record.tier, Tier::Full);
+    assert!(out.record.acted);
+    assert!(!out.record.summarized_seqs.is_empty());
+    let again = run(&config, &out.state, &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert!(!again.changed, "{:?}", again.record);
+    assert_eq!(again.messages, out.messages);
+    let forced_again = run(&config, &out.state, &log, 0, Mode::Force, 0)
+        .await
+        .unwrap();
+    assert!(forced_again.record.summarized_seqs.is_empty());
+    assert_eq!(forced_again.messages, out.messages);
+}
+
+#[tokio::test]
+async fn overflow_retries_shrink_the_view() {
+    let config = config(100_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("first");
+    log.exchange("a", 2_000);
+    log.user("second");
+    log.exchange("b", 2_000);
+    log.user("last request");
+    log.assistant("on it");
+    let one = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 1)
+        .await
+        .unwrap();
+    for seq in [4, 7] {
+        assert_eq!(projection_of(&one, seq), Some(Projection::Reference));
+    }
+    assert!(one.record.tokens_after < one.record.tokens_before);
+    let two = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 2)
+        .await
+        .unwrap();
+    let shown: Vec<i64> = two.messages.iter().filter_map(|m| m.seq).collect();
+    assert_eq!(shown, [1, 8, 9], "system and the last user turn");
+    assert!(two.record.summary_text.contains("first"));
+}
+
+#[tokio::test]
+async fn tools_and_reserve_must_leave_room() {
+    let config = config(2_000);
+    let mut log = Log::default();
+    log.user("hi");
+    let err = run(
+        &config,
+        &CompactionState::default(),
+        &log,
+        1_500,
+        Mode::Auto,
+        0,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, EngineError::NoRoom { .. }));
+}
+
+#[test]
+fn pending_calls_get_a_placeholder_result() {
+    let mut log = Log::default();
+    log.user("go");
+    log.call("pending");
+    let messages: Vec<_> = log.events.iter().map(super::view::full_message).collect();
+    let (repaired, repairs) = super::repair(messages, Tokenizer::Chars4);
+    assert_eq!(repairs.placeholder_results_inserted, 1);
+    assert_eq!(repaired.len(), 3);
+    assert_eq!(repaired[2].tool_call_id.as_deref(), Some("pending"));
+    assert!(repaired[2].content.starts_with("[tool result unavailable"));
+    let body = &log.events[1].body;
+    assert!(matches!(body, EventBody::Message(_)));
+}

@@ -1,0 +1,256 @@
+//! How items appear in a view: events as messages, previews and references of offloaded
+//! content, the summary message and placeholder results.
+
+use crate::domain::compaction::{Projection, Summary, ViewMessage, NOT_AVAILABLE};
+use crate::domain::event::{Event, EventBody, Role, ToolCall};
+use crate::tokens::{Tokenizer, MESSAGE_OVERHEAD};
+
+/// Marks the summary message so that models (and people) can tell it from the conversation.
+pub const SUMMARY_HEADER: &str = "[ctxd: summary of the earlier conversation]";
+/// The most lines and characters a preview shows.
+pub const PREVIEW_LINES: usize = 20;
+pub const PREVIEW_CHARS: usize = 1_200;
+
+/// The address an observation is recalled by.
+pub fn observation_uri(seq: i64) -> String {
+    format!("observation://{seq}")
+}
+
+/// The characters of an event's main text.
+pub fn content_chars(event: &Event) -> i64 {
+    text_of(event).chars().count() as i64
+}
+
+fn text_of(event: &Event) -> &str {
+    match &event.body {
+        EventBody::Message(m) => &m.content,
+        EventBody::Note(n) => &n.content,
+        EventBody::EpisodeEnd(e) => &e.conclusion,
+        EventBody::EpisodeStart(_) => "",
+    }
+}
+
+/// An event shown in full.
+pub fn full_message(event: &Event) -> ViewMessage {
+    let base = |role, content: String| ViewMessage {
+        seq: Some(event.seq),
+        role,
+        content,
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+        name: None,
+        is_error: false,
+        projection: Projection::Full,
+        tokens: event.tokens,
+    };
+    match &event.body {
+        EventBody::Message(m) => ViewMessage {
+            tool_calls: m.tool_calls.clone(),
+            tool_call_id: m.tool_call_id.clone(),
+            name: m.name.clone(),
+            is_error: m.is_error.unwrap_or(false),
+            ..base(m.role, m.content.clone())
+        },
+        EventBody::Note(n) => base(Role::User, format!("[note] {}", n.content)),
+        EventBody::EpisodeStart(e) => {
+            let deps = if e.dependencies.is_empty() {
+                String::new()
+            } else {
+                format!("; depends on {}", e.dependencies.join(", "))
+            };
+            let kind = match e.kind {
+                crate::domain::event::EpisodeKind::Exploration => "exploration",
+                crate::domain::event::EpisodeKind::Action => "action",
+            };
+            base(
+                Role::User,
+                format!("[episode started: {} ({kind}){deps}]", e.name),
+            )
+        }
+        EventBody::EpisodeEnd(e) => base(
+            Role::User,
+            format!("[episode finished: {}] {}", e.name, e.conclusion),
+        ),
+    }
+}
+
+/// The first lines of `text`, at most `PREVIEW_LINES` lines and `max_chars` characters.
+fn head_of(text: &str, max_chars: usize) -> &str {
+    let mut lines = 0;
+    for (count, (i, c)) in text.char_indices().enumerate() {
+        if count >= max_chars {
+            return &text[..i];
+        }
+        if c == '\n' {
+            lines += 1;
+            if lines >= PREVIEW_LINES {
+                return &text[..i];
+            }
+        }
+    }
+    text
+}
+
+/// An event shown as its first lines and its observation reference, in at most `max_chars`
+/// characters of content. Its `tokens` are left for the caller to set (see [`cost`]).
+pub fn preview_message(event: &Event, max_chars: usize) -> ViewMessage {
+    let mut message = full_message(event);
+    let total = message.content.chars().count();
+    let shown = head_of(&message.content, max_chars);
+    let shown_chars = shown.chars().count();
+    message.content = format!(
+        "{shown}\n[… {} more characters offloaded; recall {}?offset={shown_chars}]",
+        total - shown_chars,
+        observation_uri(event.seq)
+    );
+    message.projection = Projection::Preview;
+    message.tokens = 0;
+    message
+}
+
+/// An event shown only by its observation reference. Its `tokens` are left for the caller.
+pub fn reference_message(event: &Event) -> ViewMessage {
+    let mut message = full_message(event);
+    message.content = format!(
+        "[{} characters offloaded; recall {}]",
+        message.content.chars().count(),
+        observation_uri(event.seq)
+    );
+    message.projection = Projection::Reference;
+    message.tokens = 0;
+    message
+}
+
+/// Tokens of a message built by ctxd (not stored with an event).
+pub fn cost(message: &ViewMessage, tokenizer: Tokenizer) -> i64 {
+    let calls: i64 = message
+        .tool_calls
+        .iter()
+        .map(|c| {
+            crate::tokens::TOOL_CALL_OVERHEAD
+                + tokenizer.count(&c.name)
+                + tokenizer.count(&c.arguments_text())
+        })
+        .sum();
+    MESSAGE_OVERHEAD + tokenizer.count(&message.content) + calls
+}
+
+/// A reduced item listed in the summary message.
+pub struct ReducedRef {
+    pub seq: i64,
+    pub chars: i64,
+    pub tool_call_id: Option<String>,
+    pub tool_name: Option<String>,
+}
+
+/// The summary message: the running summary, its anchors and the observation references of
+/// offloaded items. None when there is nothing to say.
+pub fn summary_message(
+    summary: &Summary,
+    refs: &[ReducedRef],
+    max_chars: usize,
+    tokenizer: Tokenizer,
+) -> Option<ViewMessage> {
+    if summary.text.trim().is_empty() && refs.is_empty() {
+        return None;
+    }
+    let mut text = String::from(SUMMARY_HEADER);
+    if !summary.text.trim().is_empty() {
+        text.push_str("\n\n");
+        text.push_str(summary.text.trim());
+        let a = &summary.anchors;
+        let anchors = [
+            ("User intent", &a.user_intent),
+            ("Progress", &a.execution_progress),
+            ("Key decisions", &a.key_decision),
+            ("Tried", &a.tried_solution),
+            ("Next step", &a.next_step),
+        ];
+        if anchors.iter().any(|(_, v)| v.as_str() != NOT_AVAILABLE) {
+            text.push_str("\n\nAnchors:");
+            for (label, value) in anchors {
+                text.push_str(&format!("\n- {label}: {value}"));
+            }
+        }
+    }
+    if !refs.is_empty() {
+        text.push_str("\n\nOffloaded tool output (recall the exact text with recall_observation):");
+        for r in refs {
+            let what = match (&r.tool_name, &r.tool_call_id) {
+                (Some(name), Some(id)) => format!("result of {name} ({id})"),
+                (None, Some(id)) => format!("result of call {id}"),
+                _ => "content".to_owned(),
+            };
+            text.push_str(&format!(
+                "\n- {} — {what}, {} characters",
+                observation_uri(r.seq),
+                r.chars
+            ));
+        }
+    }
+    // Bound what a long list of references adds, like the summary itself.
+    if text.chars().count() > max_chars + 2_000 {
+        let cut = text
+            .char_indices()
+            .nth(max_chars + 2_000)
+            .map_or(text.len(), |(i, _)| i);
+        text.truncate(cut);
+        text.push_str("\n[…]");
+    }
+    let mut message = ViewMessage {
+        seq: None,
+        role: Role::User,
+        content: text,
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+        name: None,
+        is_error: false,
+        projection: Projection::Summary,
+        tokens: 0,
+    };
+    message.tokens = cost(&message, tokenizer);
+    Some(message)
+}
+
+/// A result for a call whose result is not in the view.
+pub fn placeholder_result(
+    call: &ToolCall,
+    observation: Option<i64>,
+    tokenizer: Tokenizer,
+) -> ViewMessage {
+    let content = match observation {
+        Some(seq) => format!(
+            "[tool result unavailable: context was compacted; recall {}]",
+            observation_uri(seq)
+        ),
+        None => "[tool result unavailable: no result was recorded for this call]".to_owned(),
+    };
+    let mut message = ViewMessage {
+        seq: None,
+        role: Role::Tool,
+        content,
+        tool_calls: Vec::new(),
+        tool_call_id: Some(call.id.clone()),
+        name: Some(call.name.clone()),
+        is_error: false,
+        projection: Projection::Reference,
+        tokens: 0,
+    };
+    message.tokens = cost(&message, tokenizer);
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn previews_stop_at_the_line_or_character_bound() {
+        let many_lines: String = (0..100).map(|i| format!("line {i}\n")).collect();
+        let h = head_of(&many_lines, 10_000);
+        assert_eq!(h.lines().count(), PREVIEW_LINES);
+        let long = "é".repeat(5_000);
+        assert_eq!(head_of(&long, 100).chars().count(), 100);
+        assert_eq!(head_of("", 100), "");
+    }
+}

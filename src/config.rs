@@ -5,8 +5,12 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use std::sync::Arc;
+
 use crate::http::Limits;
 use crate::store::StoreOptions;
+use crate::summarize::llm::{self, LlmConfig, LlmKind};
+use crate::summarize::Summarizer;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -82,6 +86,99 @@ pub struct ServeArgs {
     /// Log lines as text or JSON. Levels come from RUST_LOG (default info).
     #[arg(long, env = "CTXD_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    #[command(flatten)]
+    pub summarizer: SummarizerArgs,
+}
+
+/// Which LLM writes summaries. Without one, summaries are built deterministically from the
+/// events; when one fails, the deterministic summary is used and the record says why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SummarizerKind {
+    None,
+    Openai,
+    Anthropic,
+}
+
+#[derive(Clone, Args)]
+pub struct SummarizerArgs {
+    /// `none` (deterministic summaries), `openai` (any OpenAI-compatible chat-completions
+    /// endpoint) or `anthropic` (the Messages API).
+    #[arg(long, env = "CTXD_SUMMARIZER_KIND", value_enum, default_value = "none")]
+    pub summarizer_kind: SummarizerKind,
+    /// The API's base URL (default: the provider's own).
+    #[arg(long, env = "CTXD_SUMMARIZER_BASE_URL")]
+    pub summarizer_base_url: Option<String>,
+    /// The model that writes summaries.
+    #[arg(long, env = "CTXD_SUMMARIZER_MODEL")]
+    pub summarizer_model: Option<String>,
+    /// The API key. Prefer --summarizer-api-key-file.
+    #[arg(long, env = "CTXD_SUMMARIZER_API_KEY", hide_env_values = true)]
+    pub summarizer_api_key: Option<String>,
+    /// A file holding the API key.
+    #[arg(long, env = "CTXD_SUMMARIZER_API_KEY_FILE")]
+    pub summarizer_api_key_file: Option<std::path::PathBuf>,
+    /// Longest a summary may take, in seconds, before the deterministic one is used.
+    #[arg(long, env = "CTXD_SUMMARIZER_TIMEOUT_SECS", default_value_t = 60)]
+    pub summarizer_timeout_secs: u64,
+    /// Most tokens the summariser may answer with.
+    #[arg(
+        long,
+        env = "CTXD_SUMMARIZER_MAX_OUTPUT_TOKENS",
+        default_value_t = 2_048
+    )]
+    pub summarizer_max_output_tokens: u32,
+}
+
+impl std::fmt::Debug for SummarizerArgs {
+    // Never print the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SummarizerArgs")
+            .field("kind", &self.summarizer_kind)
+            .field("base_url", &self.summarizer_base_url)
+            .field("model", &self.summarizer_model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SummarizerArgs {
+    /// The configured summariser, or None for deterministic summaries.
+    pub fn build(&self) -> Result<Option<Arc<dyn Summarizer>>, String> {
+        let kind = match self.summarizer_kind {
+            SummarizerKind::None => return Ok(None),
+            SummarizerKind::Openai => LlmKind::OpenAi,
+            SummarizerKind::Anthropic => LlmKind::Anthropic,
+        };
+        let model = self
+            .summarizer_model
+            .clone()
+            .ok_or("--summarizer-model (CTXD_SUMMARIZER_MODEL) is required with a summariser")?;
+        let api_key = match (&self.summarizer_api_key, &self.summarizer_api_key_file) {
+            (Some(key), _) => Some(key.clone()),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| {
+                        format!(
+                            "cannot read the summariser key file {}: {e}",
+                            path.display()
+                        )
+                    })?
+                    .trim()
+                    .to_owned(),
+            ),
+            (None, None) => None,
+        };
+        Ok(Some(llm::build(LlmConfig {
+            kind,
+            base_url: self
+                .summarizer_base_url
+                .clone()
+                .unwrap_or_else(|| kind.default_base_url().to_owned()),
+            model,
+            api_key,
+            timeout: Duration::from_secs(self.summarizer_timeout_secs),
+            max_output_tokens: self.summarizer_max_output_tokens,
+        })))
+    }
 }
 
 impl ServeArgs {

@@ -50,6 +50,13 @@ async fn migrate(options: &store::StoreOptions) -> Result<(), String> {
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
     init_tracing(args.log_format);
+    let summarizer = args.summarizer.build()?;
+    if let Some(s) = &summarizer {
+        tracing::info!(
+            summarizer = s.kind(),
+            "LLM summaries, with deterministic fallback"
+        );
+    }
     let options = args.database.store_options();
     let store = store::connect(&options)
         .await
@@ -72,6 +79,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let state = AppState {
         store,
         limits: args.limits(),
+        summarizer,
     };
     axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown_signal())

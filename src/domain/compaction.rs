@@ -250,6 +250,9 @@ pub struct CompactionRecord {
     pub items_after: i64,
     /// The context window.
     pub budget: i64,
+    /// ctxd's own count of the request's input after compaction (messages and tool schemas),
+    /// before calibration: what `POST /sessions/{id}/usage` compares the provider's count with.
+    pub input_tokens_estimate: i64,
     /// tokens_after / tokens_before.
     pub compression_ratio: f64,
     pub anchors: Anchors,

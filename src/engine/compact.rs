@@ -632,6 +632,7 @@ pub async fn compact(
         items_before: before_messages.len() as i64,
         items_after: messages.len() as i64,
         budget: window,
+        input_tokens_estimate: after_tokens + input.tools_tokens,
         compression_ratio: if tokens_before > 0 {
             tokens_after as f64 / tokens_before as f64
         } else {

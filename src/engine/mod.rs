@@ -2,6 +2,7 @@
 //! state to a view, the new state and a record. No I/O except through the summariser trait.
 
 mod compact;
+pub mod inspect;
 pub mod render;
 pub mod state;
 pub mod validate;

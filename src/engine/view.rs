@@ -21,7 +21,8 @@ pub fn content_chars(event: &Event) -> i64 {
     text_of(event).chars().count() as i64
 }
 
-fn text_of(event: &Event) -> &str {
+/// The main text of an event: what an observation recalls.
+pub fn text_of(event: &Event) -> &str {
     match &event.body {
         EventBody::Message(m) => &m.content,
         EventBody::Note(n) => &n.content,

@@ -1,6 +1,8 @@
 //! The HTTP API: one module per resource, each a router of its handlers. Handlers parse, call
 //! the domain and the store, and serialise; no policy lives here.
 
+mod compaction;
+mod context;
 pub mod error;
 mod events;
 mod extract;
@@ -23,6 +25,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::store::Store;
+use crate::summarize::Summarizer;
 
 /// Request limits, all configurable.
 #[derive(Debug, Clone)]
@@ -47,6 +50,18 @@ impl Default for Limits {
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub limits: Limits,
+    /// The operator's LLM summariser; without one, summaries are deterministic.
+    pub summarizer: Option<Arc<dyn Summarizer>>,
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Store>, limits: Limits) -> Self {
+        Self {
+            store,
+            limits,
+            summarizer: None,
+        }
+    }
 }
 
 #[derive(OpenApi)]
@@ -62,6 +77,8 @@ pub struct AppState {
     tags(
         (name = "sessions", description = "Agent conversations and their configuration"),
         (name = "events", description = "The append-only event log of a session"),
+        (name = "compaction", description = "The view to send, the records that explain it, calibration"),
+        (name = "context", description = "Item-by-item inspection and exact recall of observations"),
         (name = "health", description = "Liveness and readiness")
     ),
     components(schemas(error::Problem))
@@ -72,6 +89,8 @@ fn api_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(sessions::router())
         .merge(events::router())
+        .merge(compaction::router())
+        .merge(context::router())
         .merge(health::router())
 }
 

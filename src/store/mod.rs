@@ -15,8 +15,10 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::domain::append::{Ack, AppendRejection, CallFacts, CountedEvent};
-use crate::domain::event::{Event, EventBody};
+use crate::domain::compaction::CompactionRecord;
+use crate::domain::event::{Event, EventBody, EventType, Role};
 use crate::domain::session::{Labels, NewSession, Session};
+use crate::engine::{CompactionState, FoldedRange};
 
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -96,6 +98,62 @@ pub trait Store: Send + Sync + 'static {
         after_seq: i64,
         limit: u32,
     ) -> Result<Vec<Event>, StoreError>;
+    /// One event by seq.
+    async fn get_event(&self, session_id: Uuid, seq: i64) -> Result<Option<Event>, StoreError>;
+    /// Every event of the session without its content, in seq order.
+    async fn item_rows(&self, session_id: Uuid) -> Result<Vec<ItemRow>, StoreError>;
+
+    /// The compaction state (the default at version 0 when none was written).
+    async fn load_state(&self, session_id: Uuid) -> Result<StoredState, StoreError>;
+    /// The events a view is made of: every event after `after_seq` and those in `also`.
+    async fn view_events(
+        &self,
+        session_id: Uuid,
+        after_seq: i64,
+        also: &[i64],
+    ) -> Result<Vec<Event>, StoreError>;
+    /// Writes `state` over `expected_version` with its record and newly folded ranges, in one
+    /// transaction. False, and nothing written, when another writer changed the state first.
+    async fn save_compaction(
+        &self,
+        session_id: Uuid,
+        expected_version: i64,
+        state: &CompactionState,
+        record: Option<&CompactionRecord>,
+        folded: &[FoldedRange],
+    ) -> Result<bool, StoreError>;
+    /// Compaction records, newest first, older than `before` when given.
+    async fn list_compactions(
+        &self,
+        session_id: Uuid,
+        before: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Vec<CompactionRecord>, StoreError>;
+    async fn get_compaction(
+        &self,
+        session_id: Uuid,
+        id: Uuid,
+    ) -> Result<Option<CompactionRecord>, StoreError>;
+    /// Every folded range of the session, in seq order.
+    async fn folded_ranges(&self, session_id: Uuid) -> Result<Vec<FoldedRange>, StoreError>;
+}
+
+/// A session's compaction state and the version it was read at (0: never written).
+#[derive(Debug, Clone, Default)]
+pub struct StoredState {
+    pub version: i64,
+    pub state: CompactionState,
+}
+
+/// An event without its content: what context inspection needs of every item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemRow {
+    pub seq: i64,
+    pub id: Option<String>,
+    pub event_type: EventType,
+    pub role: Option<Role>,
+    pub pinned: bool,
+    pub tokens: i64,
 }
 
 /// Connection settings common to both backends.
@@ -123,6 +181,60 @@ pub async fn connect(options: &StoreOptions) -> Result<Arc<dyn Store>, StoreErro
             redact(url)
         )))
     }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, StoreError> {
+    serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("encoding: {e}")))
+}
+
+fn folded_range(
+    from_seq: i64,
+    to_seq: i64,
+    compaction_id: Uuid,
+    reason: &str,
+) -> Result<FoldedRange, StoreError> {
+    Ok(FoldedRange {
+        from_seq,
+        to_seq,
+        compaction_id,
+        reason: decode("folded range reason", &format!("\"{reason}\""))?,
+    })
+}
+
+fn stored_state(row: Option<(i64, String)>) -> Result<StoredState, StoreError> {
+    match row {
+        Some((version, state)) => Ok(StoredState {
+            version,
+            state: decode("compaction state", &state)?,
+        }),
+        None => Ok(StoredState::default()),
+    }
+}
+
+/// (seq, client id, type, role, pinned, tokens)
+type ItemColumns = (i64, Option<String>, String, Option<String>, bool, i64);
+
+fn item_row(
+    (seq, id, event_type, role, pinned, tokens): ItemColumns,
+) -> Result<ItemRow, StoreError> {
+    Ok(ItemRow {
+        seq,
+        id,
+        event_type: decode("event type", &format!("\"{event_type}\""))?,
+        role: role
+            .map(|r| decode("role", &format!("\"{r}\"")))
+            .transpose()?,
+        pinned,
+        tokens,
+    })
+}
+
+fn reason_text(reason: crate::domain::compaction::Reason) -> Result<String, StoreError> {
+    Ok(encode(&reason)?.trim_matches('"').to_owned())
 }
 
 /// The current time at the precision both backends store (microseconds), so that what a

@@ -15,12 +15,15 @@ use sqlx::{QueryBuilder, Row, Sqlite};
 use uuid::Uuid;
 
 use super::{
-    event_inserts, fold_call_rows, now, AppendError, AppendOutcome, EventRow, SessionFilter,
-    SessionRow, Store, StoreError,
+    decode, encode, event_inserts, fold_call_rows, folded_range, item_row, now, reason_text,
+    stored_state, AppendError, AppendOutcome, EventRow, ItemRow, SessionFilter, SessionRow, Store,
+    StoreError, StoredState,
 };
 use crate::domain::append::{client_ids, plan_append, referenced_call_ids, CountedEvent, LogFacts};
+use crate::domain::compaction::CompactionRecord;
 use crate::domain::event::Event;
 use crate::domain::session::{NewSession, Session};
+use crate::engine::{CompactionState, FoldedRange};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
@@ -313,5 +316,175 @@ impl Store for SqliteStore {
         .into_iter()
         .map(event_row)
         .collect()
+    }
+
+    async fn get_event(&self, session_id: Uuid, seq: i64) -> Result<Option<Event>, StoreError> {
+        sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ?1 AND seq = ?2"
+        ))
+        .bind(session_id.to_string())
+        .bind(seq)
+        .fetch_optional(&self.reader)
+        .await?
+        .map(event_row)
+        .transpose()
+    }
+
+    async fn item_rows(&self, session_id: Uuid) -> Result<Vec<ItemRow>, StoreError> {
+        let rows: Vec<(i64, Option<String>, String, Option<String>, bool, i64)> = sqlx::query_as(
+            "SELECT seq, client_id, type, role, pinned, tokens FROM events \
+             WHERE session_id = ?1 ORDER BY seq",
+        )
+        .bind(session_id.to_string())
+        .fetch_all(&self.reader)
+        .await?;
+        rows.into_iter().map(item_row).collect()
+    }
+
+    async fn load_state(&self, session_id: Uuid) -> Result<StoredState, StoreError> {
+        let row: Option<(i64, String)> =
+            sqlx::query_as("SELECT version, state FROM compaction_states WHERE session_id = ?1")
+                .bind(session_id.to_string())
+                .fetch_optional(&self.reader)
+                .await?;
+        stored_state(row)
+    }
+
+    async fn view_events(
+        &self,
+        session_id: Uuid,
+        after_seq: i64,
+        also: &[i64],
+    ) -> Result<Vec<Event>, StoreError> {
+        sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ?1 \
+             AND (seq > ?2 OR seq IN (SELECT value FROM json_each(?3))) ORDER BY seq"
+        ))
+        .bind(session_id.to_string())
+        .bind(after_seq)
+        .bind(serde_json::Value::from(also.to_vec()).to_string())
+        .fetch_all(&self.reader)
+        .await?
+        .into_iter()
+        .map(event_row)
+        .collect()
+    }
+
+    async fn save_compaction(
+        &self,
+        session_id: Uuid,
+        expected_version: i64,
+        state: &CompactionState,
+        record: Option<&CompactionRecord>,
+        folded: &[FoldedRange],
+    ) -> Result<bool, StoreError> {
+        let sid = session_id.to_string();
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        let state_json = encode(state)?;
+        let written = if expected_version == 0 {
+            sqlx::query(
+                "INSERT INTO compaction_states (session_id, version, state, updated_at) \
+                 VALUES (?1, 1, ?2, ?3) ON CONFLICT (session_id) DO NOTHING",
+            )
+            .bind(&sid)
+            .bind(&state_json)
+            .bind(now())
+            .execute(&mut *tx)
+            .await?
+        } else {
+            sqlx::query(
+                "UPDATE compaction_states SET version = version + 1, state = ?3, updated_at = ?4 \
+                 WHERE session_id = ?1 AND version = ?2",
+            )
+            .bind(&sid)
+            .bind(expected_version)
+            .bind(&state_json)
+            .bind(now())
+            .execute(&mut *tx)
+            .await?
+        };
+        if written.rows_affected() == 0 {
+            return Ok(false);
+        }
+        if let Some(record) = record {
+            sqlx::query(
+                "INSERT INTO compactions (session_id, compaction_id, created_at, record) \
+                 VALUES (?1, ?2, ?3, ?4)",
+            )
+            .bind(&sid)
+            .bind(record.id.to_string())
+            .bind(record.created_at)
+            .bind(encode(record)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for range in folded {
+            sqlx::query(
+                "INSERT INTO folded_ranges (session_id, from_seq, to_seq, compaction_id, reason) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .bind(&sid)
+            .bind(range.from_seq)
+            .bind(range.to_seq)
+            .bind(range.compaction_id.to_string())
+            .bind(reason_text(range.reason)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn list_compactions(
+        &self,
+        session_id: Uuid,
+        before: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Vec<CompactionRecord>, StoreError> {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT record FROM compactions WHERE session_id = ?1 \
+             AND (?2 IS NULL OR compaction_id < ?2) ORDER BY compaction_id DESC LIMIT ?3",
+        )
+        .bind(session_id.to_string())
+        .bind(before.map(|b| b.to_string()))
+        .bind(i64::from(limit))
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|(record,)| decode("compaction record", record))
+            .collect()
+    }
+
+    async fn get_compaction(
+        &self,
+        session_id: Uuid,
+        id: Uuid,
+    ) -> Result<Option<CompactionRecord>, StoreError> {
+        let row: Option<(String,)> = sqlx::query_as(
+            "SELECT record FROM compactions WHERE session_id = ?1 AND compaction_id = ?2",
+        )
+        .bind(session_id.to_string())
+        .bind(id.to_string())
+        .fetch_optional(&self.reader)
+        .await?;
+        row.map(|(record,)| decode("compaction record", &record))
+            .transpose()
+    }
+
+    async fn folded_ranges(&self, session_id: Uuid) -> Result<Vec<FoldedRange>, StoreError> {
+        let rows: Vec<(i64, i64, String, String)> = sqlx::query_as(
+            "SELECT from_seq, to_seq, compaction_id, reason FROM folded_ranges \
+             WHERE session_id = ?1 ORDER BY from_seq",
+        )
+        .bind(session_id.to_string())
+        .fetch_all(&self.reader)
+        .await?;
+        rows.into_iter()
+            .map(|(from_seq, to_seq, compaction_id, reason)| {
+                let id = Uuid::parse_str(&compaction_id)
+                    .map_err(|e| StoreError::Corrupt(format!("compaction id: {e}")))?;
+                folded_range(from_seq, to_seq, id, &reason)
+            })
+            .collect()
     }
 }

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod compaction;
 mod concurrency;
 mod deploy;
 mod errors;

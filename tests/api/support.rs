@@ -119,10 +119,22 @@ impl TestApp {
 
     pub async fn spawn_with(backend: Backend, limits: Limits) -> Self {
         let test_store = TestStore::new(backend).await;
-        let state = AppState {
-            store: test_store.store.clone(),
-            limits,
-        };
+        let state = AppState::new(test_store.store.clone(), limits);
+        Self::serve(test_store, state).await
+    }
+
+    /// A service whose summaries come from `summarizer`.
+    pub async fn spawn_with_summarizer(
+        backend: Backend,
+        summarizer: Arc<dyn ctxd::summarize::Summarizer>,
+    ) -> Self {
+        let test_store = TestStore::new(backend).await;
+        let mut state = AppState::new(test_store.store.clone(), Limits::default());
+        state.summarizer = Some(summarizer);
+        Self::serve(test_store, state).await
+    }
+
+    async fn serve(test_store: TestStore, state: AppState) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

@@ -1,0 +1,298 @@
+//! `/sessions/{id}/compact`, `/compactions` and `/usage`: the view to send, the records that
+//! explain it, and the provider's real counts that calibrate it.
+
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+use super::error::{ApiError, Problem};
+use super::extract;
+use super::AppState;
+use crate::compaction::{self, CompactError, CompactRequest};
+use crate::domain::compaction::{CompactionRecord, Mode};
+use crate::domain::FieldError;
+use crate::engine::render::{render, Format};
+
+const DEFAULT_PAGE: u32 = 20;
+const MAX_PAGE: u32 = 200;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(compact))
+        .routes(routes!(list_compactions))
+        .routes(routes!(get_compaction))
+        .routes(routes!(record_usage))
+}
+
+/// The body of a compact call; every field is optional.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompactBody {
+    /// How to render the view (default `openai`).
+    #[serde(default)]
+    pub format: Format,
+    /// The tool schemas the agent sends with the request: they count against the window.
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub tools: Vec<Value>,
+    #[serde(default)]
+    pub mode: Mode,
+    /// 1 or 2 after the provider rejected the previous view for its length: 1 shows every
+    /// answered tool result by reference with a safety margin; 2 keeps only system, pinned
+    /// items, the summary and the last user turn.
+    #[serde(default)]
+    pub overflow_retry: u8,
+}
+
+/// The view to send and the record that explains it.
+#[derive(Serialize, ToSchema)]
+pub struct CompactResponse {
+    /// The request body to send, in the asked format: `{messages}` for OpenAI, `{system,
+    /// messages}` for Anthropic, `{items}` for raw.
+    #[schema(value_type = Object)]
+    pub view: Value,
+    pub record: CompactionRecord,
+    /// Whether this compaction was stored (false for dry runs and for calls that changed
+    /// nothing: the record then describes the view but is not listed).
+    pub persisted: bool,
+}
+
+/// Compute the view to send to the model.
+///
+/// Before every model turn. The tier is chosen from the view's utilization; the view's middle
+/// changes only when a compaction frees a worthwhile amount, so provider prompt caches keep
+/// hitting. The view never exceeds the window and is always a valid request.
+#[utoipa::path(post, path = "/sessions/{id}/compact", tag = "compaction",
+    params(("id" = Uuid, Path, description = "The session id")),
+    request_body(content = CompactBody, example = json!({"format": "openai", "mode": "auto",
+        "tools": [{"type": "function", "function": {"name": "shell", "parameters": {"type": "object"}}}]})),
+    responses(
+        (status = 200, description = "The view and its record", body = CompactResponse),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An invalid field, or tool schemas and reserved output that leave no room",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Concurrent compactions kept conflicting; retry", body = Problem,
+            content_type = "application/problem+json")
+    ))]
+async fn compact(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    extract::Json(body): extract::Json<CompactBody>,
+) -> Result<Json<CompactResponse>, ApiError> {
+    if body.overflow_retry > 2 {
+        return Err(ApiError::validation(vec![FieldError::new(
+            "overflow_retry",
+            "must be 0, 1 or 2",
+        )]));
+    }
+    let session = state
+        .store
+        .get_session(id)
+        .await?
+        .ok_or_else(|| ApiError::session_not_found(id))?;
+    let tools_tokens = if body.tools.is_empty() {
+        0
+    } else {
+        let text = serde_json::to_string(&body.tools).unwrap_or_default();
+        let tokenizer = session.config.tokenizer;
+        tokio::task::spawn_blocking(move || tokenizer.count(&text))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?
+    };
+    let request = CompactRequest {
+        mode: body.mode,
+        overflow_retry: body.overflow_retry,
+        tools_tokens,
+    };
+    let compacted = compaction::compact_session(
+        state.store.as_ref(),
+        state.summarizer.as_deref(),
+        id,
+        request,
+    )
+    .await
+    .map_err(|e| compact_error(e, id))?;
+    Ok(Json(CompactResponse {
+        view: render(body.format, &compacted.messages),
+        record: compacted.record,
+        persisted: compacted.persisted,
+    }))
+}
+
+fn compact_error(error: CompactError, id: Uuid) -> ApiError {
+    match error {
+        CompactError::NotFound => ApiError::session_not_found(id),
+        CompactError::Engine(e) => {
+            ApiError::validation(vec![FieldError::new("tools", e.to_string())])
+        }
+        CompactError::Contended => ApiError::Unavailable(error.to_string()),
+        CompactError::Store(e) => e.into(),
+    }
+}
+
+/// A page of compaction records, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct CompactionPage {
+    pub compactions: Vec<CompactionRecord>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<Uuid>,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct CompactionListParams {
+    /// Records per page, 1 to 200 (default 20).
+    limit: Option<u32>,
+    /// The `next_cursor` of the previous page.
+    cursor: Option<Uuid>,
+}
+
+/// List a session's compaction records, newest first.
+#[utoipa::path(get, path = "/sessions/{id}/compactions", tag = "compaction",
+    params(("id" = Uuid, Path, description = "The session id"), CompactionListParams),
+    responses(
+        (status = 200, description = "A page of records", body = CompactionPage),
+        (status = 400, description = "A bad parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")
+    ))]
+async fn list_compactions(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    Query(params): Query<CompactionListParams>,
+) -> Result<Json<CompactionPage>, ApiError> {
+    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be between 1 and {MAX_PAGE}"
+        )));
+    }
+    state
+        .store
+        .get_session(id)
+        .await?
+        .ok_or_else(|| ApiError::session_not_found(id))?;
+    let mut compactions = state
+        .store
+        .list_compactions(id, params.cursor, limit + 1)
+        .await?;
+    let next_cursor = if compactions.len() > limit as usize {
+        compactions.truncate(limit as usize);
+        compactions.last().map(|r| r.id)
+    } else {
+        None
+    };
+    Ok(Json(CompactionPage {
+        compactions,
+        next_cursor,
+    }))
+}
+
+/// Get one compaction record.
+#[utoipa::path(get, path = "/sessions/{id}/compactions/{cid}", tag = "compaction",
+    params(("id" = Uuid, Path, description = "The session id"),
+        ("cid" = Uuid, Path, description = "The compaction id")),
+    responses(
+        (status = 200, description = "The record", body = CompactionRecord),
+        (status = 400, description = "An id is not a UUID", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such session or compaction", body = Problem,
+            content_type = "application/problem+json")
+    ))]
+async fn get_compaction(
+    State(state): State<AppState>,
+    Path((id, cid)): Path<(Uuid, Uuid)>,
+) -> Result<Json<CompactionRecord>, ApiError> {
+    state
+        .store
+        .get_compaction(id, cid)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::NotFound(format!("session {id} has no compaction {cid}")))
+}
+
+/// The provider's real input-token count for a view.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UsageBody {
+    /// The provider's `input_tokens` (`prompt_tokens`) for the request built from the view.
+    pub input_tokens: i64,
+    /// The compaction whose view was sent (its `input_tokens_estimate` is compared).
+    pub compaction_id: Option<Uuid>,
+    /// Or: ctxd's own count of the request that was sent.
+    pub view_tokens: Option<i64>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct UsageResponse {
+    /// The provider's tokens per ctxd token, as now applied to this session's utilization
+    /// (ratios below 1 are not applied: the budget stays conservative).
+    pub calibration: f64,
+}
+
+/// Report the provider's real token count for a view.
+///
+/// ctxd keeps a per-session calibration ratio (an exponential average of provider count over
+/// its own) and applies it to utilization, so a tokenizer that undercounts a model does not push
+/// the view over the real window.
+#[utoipa::path(post, path = "/sessions/{id}/usage", tag = "compaction",
+    params(("id" = Uuid, Path, description = "The session id")),
+    request_body(content = UsageBody, example = json!({"input_tokens": 51234,
+        "compaction_id": "01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f"})),
+    responses(
+        (status = 200, description = "The calibration now applied", body = UsageResponse),
+        (status = 404, description = "No such session or compaction", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 422, description = "Counts that are not positive, or neither or both of compaction_id and view_tokens",
+            body = Problem, content_type = "application/problem+json")
+    ))]
+async fn record_usage(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    extract::Json(body): extract::Json<UsageBody>,
+) -> Result<Json<UsageResponse>, ApiError> {
+    if body.input_tokens <= 0 {
+        return Err(ApiError::validation(vec![FieldError::new(
+            "input_tokens",
+            "must be a positive count",
+        )]));
+    }
+    state
+        .store
+        .get_session(id)
+        .await?
+        .ok_or_else(|| ApiError::session_not_found(id))?;
+    let ours = match (body.compaction_id, body.view_tokens) {
+        (Some(cid), None) => {
+            state
+                .store
+                .get_compaction(id, cid)
+                .await?
+                .ok_or_else(|| ApiError::NotFound(format!("session {id} has no compaction {cid}")))?
+                .input_tokens_estimate
+        }
+        (None, Some(tokens)) if tokens > 0 => tokens,
+        (None, Some(_)) => {
+            return Err(ApiError::validation(vec![FieldError::new(
+                "view_tokens",
+                "must be a positive count",
+            )]))
+        }
+        _ => {
+            return Err(ApiError::validation(vec![FieldError::new(
+                "compaction_id",
+                "give exactly one of compaction_id and view_tokens",
+            )]))
+        }
+    };
+    let calibration = compaction::record_usage(state.store.as_ref(), id, body.input_tokens, ours)
+        .await
+        .map_err(|e| compact_error(e, id))?;
+    Ok(Json(UsageResponse { calibration }))
+}

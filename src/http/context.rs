@@ -1,0 +1,355 @@
+//! `/sessions/{id}/context`, `/observations` and the recall tool: what the model sees of each
+//! item and why, and the exact content behind every reference.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+use super::error::{ApiError, Problem};
+use super::AppState;
+use crate::domain::compaction::{Anchors, ItemState, Tier};
+use crate::domain::event::{EventType, Role};
+use crate::engine::inspect::{standing, ItemStanding};
+use crate::engine::{tier_for, view};
+
+const DEFAULT_ITEMS: u32 = 200;
+const MAX_ITEMS: u32 = 2_000;
+const DEFAULT_SLICE: usize = 4_000;
+const MAX_SLICE: usize = 200_000;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(context))
+        .routes(routes!(observation))
+        .routes(routes!(recall_tool))
+}
+
+/// One item of the session's context.
+#[derive(Serialize, ToSchema)]
+pub struct ContextItem {
+    pub seq: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(rename = "type")]
+    pub event_type: EventType,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// Full token cost.
+    pub tokens: i64,
+    #[serde(flatten)]
+    pub standing: ItemStanding,
+}
+
+/// Items and tokens of one group.
+#[derive(Serialize, ToSchema, Default, Clone, Copy)]
+pub struct Tally {
+    pub items: i64,
+    pub tokens: i64,
+    pub tokens_in_view: i64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ContextTotals {
+    /// By lifecycle state: pinned, active, retained, archived.
+    pub by_state: BTreeMap<String, Tally>,
+    /// By projection: full, preview, reference, summary, omitted.
+    pub by_projection: BTreeMap<String, Tally>,
+}
+
+/// A session's context, item by item.
+#[derive(Serialize, ToSchema)]
+pub struct ContextResponse {
+    pub session_id: Uuid,
+    pub head_seq: i64,
+    /// The context window.
+    pub budget: i64,
+    pub reserved_output_tokens: i64,
+    /// Tool schema tokens of the last compact call.
+    pub tools_tokens: i64,
+    /// Message tokens of the view as it stands (the last view plus events appended since),
+    /// calibrated.
+    pub tokens_in_view: i64,
+    /// (tokens_in_view + tools_tokens + reserved_output_tokens) / budget.
+    pub utilization: f64,
+    /// The tier that utilization calls for.
+    pub tier: Tier,
+    /// The provider-count calibration applied to token counts.
+    pub calibration: f64,
+    /// Events at or before this seq are folded into the summary (except pinned ones).
+    pub checkpoint_seq: i64,
+    pub summary: String,
+    pub anchors: Anchors,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_compaction_id: Option<Uuid>,
+    /// Over every item, whatever the filters.
+    pub totals: ContextTotals,
+    /// The items matching the filters, in seq order.
+    pub items: Vec<ContextItem>,
+    /// Pass as `after_seq` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_after_seq: Option<i64>,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct ContextParams {
+    /// Only items in this state: pinned, active, retained or archived.
+    state: Option<ItemState>,
+    /// Only items with seq ≥ this.
+    from_seq: Option<i64>,
+    /// Only items with seq ≤ this.
+    to_seq: Option<i64>,
+    /// Paging: only items after this seq.
+    after_seq: Option<i64>,
+    /// Items per page, 1 to 2000 (default 200).
+    limit: Option<u32>,
+}
+
+fn name<T: Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// Inspect a session's context: every item's state, projection, cost and reason.
+///
+/// Answers from the stored compaction state, without recomputing the view.
+#[utoipa::path(get, path = "/sessions/{id}/context", tag = "context",
+    params(("id" = Uuid, Path, description = "The session id"), ContextParams),
+    responses(
+        (status = 200, description = "The context", body = ContextResponse),
+        (status = 400, description = "A bad parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")
+    ))]
+async fn context(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    Query(params): Query<ContextParams>,
+) -> Result<Json<ContextResponse>, ApiError> {
+    let limit = params.limit.unwrap_or(DEFAULT_ITEMS);
+    if !(1..=MAX_ITEMS).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be between 1 and {MAX_ITEMS}"
+        )));
+    }
+    let session = state
+        .store
+        .get_session(id)
+        .await?
+        .ok_or_else(|| ApiError::session_not_found(id))?;
+    let stored = state.store.load_state(id).await?.state;
+    let ranges = state.store.folded_ranges(id).await?;
+    let rows = state.store.item_rows(id).await?;
+
+    let mut totals = ContextTotals {
+        by_state: BTreeMap::new(),
+        by_projection: BTreeMap::new(),
+    };
+    let mut items = Vec::new();
+    let mut pending_tokens = 0;
+    let mut head_seq = 0;
+    let from = params.from_seq.unwrap_or(i64::MIN);
+    let to = params.to_seq.unwrap_or(i64::MAX);
+    let after = params.after_seq.unwrap_or(i64::MIN);
+    let mut more = false;
+    for row in rows {
+        head_seq = row.seq;
+        if row.seq > stored.last_view.head_seq {
+            pending_tokens += row.tokens;
+        }
+        let s = standing(row.seq, row.role, row.pinned, row.tokens, &stored, &ranges);
+        for (map, key) in [
+            (&mut totals.by_state, name(&s.state)),
+            (&mut totals.by_projection, name(&s.projection)),
+        ] {
+            let tally = map.entry(key).or_default();
+            tally.items += 1;
+            tally.tokens += row.tokens;
+            tally.tokens_in_view += s.tokens_in_view;
+        }
+        let wanted = row.seq >= from
+            && row.seq <= to
+            && row.seq > after
+            && params.state.is_none_or(|want| want == s.state);
+        if wanted {
+            if items.len() == limit as usize {
+                more = true;
+                continue;
+            }
+            items.push(ContextItem {
+                seq: row.seq,
+                id: row.id,
+                event_type: row.event_type,
+                role: row.role,
+                tokens: row.tokens,
+                standing: s,
+            });
+        }
+    }
+
+    let config = &session.config;
+    let calibration = stored.calibration_factor();
+    let message_tokens = stored.last_view.message_tokens + pending_tokens;
+    let tokens_in_view = (message_tokens as f64 * calibration).ceil() as i64;
+    let reserved = i64::from(config.max_output_tokens);
+    let tools_tokens = stored.last_view.tools_tokens;
+    let budget = i64::from(config.context_window);
+    let utilization = (tokens_in_view + tools_tokens + reserved) as f64 / budget as f64;
+    Ok(Json(ContextResponse {
+        session_id: id,
+        head_seq,
+        budget,
+        reserved_output_tokens: reserved,
+        tools_tokens,
+        tokens_in_view,
+        utilization,
+        tier: tier_for(utilization, &config.thresholds),
+        calibration,
+        checkpoint_seq: stored.checkpoint_seq,
+        summary: stored.summary.text.clone(),
+        anchors: stored.summary.anchors.clone(),
+        last_compaction_id: stored.last_compaction_id,
+        totals,
+        next_after_seq: if more {
+            items.last().map(|i| i.seq)
+        } else {
+            None
+        },
+        items,
+    }))
+}
+
+/// An exact slice of an item's content.
+#[derive(Serialize, ToSchema)]
+pub struct Observation {
+    pub seq: i64,
+    /// `observation://<seq>`
+    pub uri: String,
+    /// Character offset of `content`.
+    pub offset: usize,
+    /// Characters in `content`.
+    pub length: usize,
+    /// Characters in the whole item.
+    pub total_chars: usize,
+    pub content: String,
+    /// The offset of the next slice; absent when this slice reaches the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct SliceParams {
+    /// First character (default 0).
+    offset: Option<usize>,
+    /// Most characters to return, 1 to 200000 (default 4000).
+    limit: Option<usize>,
+}
+
+/// Recall an observation exactly.
+///
+/// Offsets and lengths count characters, never splitting one.
+#[utoipa::path(get, path = "/sessions/{id}/observations/{event_id}", tag = "context",
+    params(("id" = Uuid, Path, description = "The session id"),
+        ("event_id" = i64, Path, description = "The event's seq, as in `observation://<seq>`"),
+        SliceParams),
+    responses(
+        (status = 200, description = "The slice", body = Observation, example = json!({
+            "seq": 42, "uri": "observation://42", "offset": 0, "length": 11, "total_chars": 11,
+            "content": "main.rs\nlib"})),
+        (status = 400, description = "A bad parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such session or event", body = Problem,
+            content_type = "application/problem+json")
+    ))]
+async fn observation(
+    State(state): State<AppState>,
+    Path((id, seq)): Path<(Uuid, i64)>,
+    Query(params): Query<SliceParams>,
+) -> Result<Json<Observation>, ApiError> {
+    let offset = params.offset.unwrap_or(0);
+    let limit = params.limit.unwrap_or(DEFAULT_SLICE);
+    if !(1..=MAX_SLICE).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be between 1 and {MAX_SLICE}"
+        )));
+    }
+    let event = state
+        .store
+        .get_event(id, seq)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("session {id} has no event {seq}")))?;
+    let text = view::text_of(&event);
+    let total_chars = text.chars().count();
+    let mut chars = text.char_indices().map(|(i, _)| i).chain([text.len()]);
+    let start = chars.nth(offset.min(total_chars)).unwrap_or(text.len());
+    let taken = limit.min(total_chars.saturating_sub(offset));
+    let end = text[start..]
+        .char_indices()
+        .nth(taken)
+        .map_or(text.len(), |(i, _)| start + i);
+    let next = offset + taken;
+    Ok(Json(Observation {
+        seq,
+        uri: view::observation_uri(seq),
+        offset,
+        length: taken,
+        total_chars,
+        content: text[start..end].to_owned(),
+        next_offset: (next < total_chars).then_some(next),
+    }))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct ToolParams {
+    /// `openai` (default) or `anthropic`.
+    format: Option<String>,
+}
+
+/// A ready tool schema agents add so their model can recall offloaded content.
+///
+/// When the model calls it, the agent answers with
+/// `GET /sessions/{id}/observations/{seq}?offset=&limit=`.
+#[utoipa::path(get, path = "/tools/recall_observation", tag = "context",
+    params(ToolParams),
+    responses(
+        (status = 200, description = "The tool schema", body = Object),
+        (status = 400, description = "An unknown format", body = Problem, content_type = "application/problem+json")
+    ))]
+async fn recall_tool(Query(params): Query<ToolParams>) -> Result<Json<Value>, ApiError> {
+    let description = "Recall the exact content of an item that was offloaded from the \
+        conversation, given its observation://<id> reference. Returns up to `limit` characters \
+        starting at `offset`; ask again with the returned next_offset for more.";
+    let parameters = json!({
+        "type": "object",
+        "properties": {
+            "uri": {"type": "string", "description": "The reference, e.g. observation://42"},
+            "offset": {"type": "integer", "minimum": 0, "description": "First character (default 0)"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SLICE,
+                "description": "Most characters to return (default 4000)"}
+        },
+        "required": ["uri"]
+    });
+    match params.format.as_deref().unwrap_or("openai") {
+        "openai" => Ok(Json(json!({
+            "type": "function",
+            "function": {"name": "recall_observation", "description": description, "parameters": parameters}
+        }))),
+        "anthropic" => Ok(Json(json!({
+            "name": "recall_observation", "description": description, "input_schema": parameters
+        }))),
+        other => Err(ApiError::BadRequest(format!(
+            "unknown format `{other}`: use openai or anthropic"
+        ))),
+    }
+}

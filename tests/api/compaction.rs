@@ -1,0 +1,417 @@
+//! Compaction over HTTP: views, records, context inspection, observations and calibration.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ctxd::engine::validate::{validate_anthropic, validate_openai};
+use ctxd::summarize::llm::{self, LlmConfig, LlmKind};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::on_both_backends;
+use crate::support::{Backend, TestApp};
+
+/// A session with a small window so that a few events cross the tiers.
+async fn small_session(app: &TestApp) -> String {
+    app.create_session(json!({"config": {
+        "context_window": 8000, "max_output_tokens": 500, "tokenizer": "chars4",
+        "min_tail_messages": 4, "offload_threshold_chars": 400
+    }}))
+    .await
+}
+
+fn user(text: &str) -> Value {
+    json!({"type": "message", "role": "user", "content": text})
+}
+
+fn exchange(id: &str, chars: usize) -> Vec<Value> {
+    vec![
+        json!({"type": "message", "role": "assistant",
+            "tool_calls": [{"id": id, "name": "shell", "arguments": {"cmd": format!("cat {id}.log")}}]}),
+        json!({"type": "message", "role": "tool", "tool_call_id": id, "name": "shell",
+            "content": "log line\n".repeat(chars / 9 + 1)}),
+    ]
+}
+
+async fn compact(app: &TestApp, id: &str, body: Value) -> Value {
+    let reply = app.post(&format!("/sessions/{id}/compact"), &body).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    reply.body
+}
+
+/// Runs `turns` agent turns, compacting (auto) before every model call as an agent would.
+/// Each turn: a request, a tool exchange with a large result, and the assistant's analysis.
+async fn grow(app: &TestApp, id: &str, turns: usize, tag: &str) -> Vec<Value> {
+    let mut records = Vec::new();
+    for turn in 0..turns {
+        let mut batch = vec![user(&format!(
+            "{tag} request {turn}: please check the logs"
+        ))];
+        batch.extend(exchange(&format!("{tag}{turn}"), 1_500));
+        batch.push(json!({"type": "message", "role": "assistant",
+            "content": format!("analysis {turn}: {}", "the logs show a retry storm. ".repeat(25))}));
+        assert_eq!(
+            app.append(id, Value::Array(batch)).await.status,
+            StatusCode::CREATED
+        );
+        let out = compact(app, id, json!({})).await;
+        assert!(
+            validate_openai(&out["view"]).is_ok(),
+            "{:?}",
+            validate_openai(&out["view"])
+        );
+        assert!(out["record"]["tokens_after"].as_i64().unwrap() <= 8000);
+        records.push(out["record"].clone());
+    }
+    records
+}
+
+on_both_backends! {
+    async fn a_long_session_crosses_warn_then_full_twice_incrementally(app) {
+        // Soft sits just below full so that the session goes warn → full → full.
+        let id = app.create_session(json!({"config": {
+            "context_window": 8000, "max_output_tokens": 500, "tokenizer": "chars4",
+            "min_tail_messages": 4, "offload_threshold_chars": 400,
+            "thresholds": {"warn": 0.6, "soft": 0.799, "full": 0.8, "emergency": 0.95}
+        }})).await;
+        app.append(&id, json!([{"type": "message", "role": "system", "content": "You are a log analyst."}])).await;
+        let records = grow(&app, &id, 60, "first").await;
+        let acted: Vec<&Value> = records.iter().filter(|r| r["acted"] == true).collect();
+        let tiers: Vec<&str> = acted.iter().map(|r| r["tier"].as_str().unwrap()).collect();
+        assert!(tiers.contains(&"warn"), "{tiers:?}");
+        assert_eq!(tiers[0], "warn", "{tiers:?}");
+        let fulls: Vec<&&Value> = acted.iter().filter(|r| r["tier"] == "full").collect();
+        assert!(fulls.len() >= 2, "two full compactions: {tiers:?}");
+        assert!(!tiers.contains(&"emergency"), "graceful compaction, not emergency: {tiers:?}");
+
+        // The second summary is built on the first: it still knows the first request, and it
+        // covers only events after what the first one covered.
+        let (first, second) = (fulls[0], fulls[1]);
+        let first_seqs: Vec<i64> = first["summarized_seqs"].as_array().unwrap().iter().map(|s| s.as_i64().unwrap()).collect();
+        let second_seqs: Vec<i64> = second["summarized_seqs"].as_array().unwrap().iter().map(|s| s.as_i64().unwrap()).collect();
+        assert!(!first_seqs.is_empty() && !second_seqs.is_empty());
+        assert!(second_seqs[0] > *first_seqs.last().unwrap(), "incremental: {first_seqs:?} then {second_seqs:?}");
+        let text = second["summary_text"].as_str().unwrap();
+        assert!(text.contains("first request 0"), "the first request survives: {text}");
+        assert_ne!(second["anchors"]["user_intent"], "N/A");
+
+        // Every acting compaction is listed, newest first, and each can be fetched.
+        let listed = app.get(&format!("/sessions/{id}/compactions?limit=200")).await.body;
+        let ids: Vec<&str> = listed["compactions"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+        assert_eq!(ids.len(), acted.len());
+        assert_eq!(ids[0], acted.last().unwrap()["id"].as_str().unwrap());
+        let one = app.get(&format!("/sessions/{id}/compactions/{}", ids[1])).await;
+        assert_eq!(one.status, StatusCode::OK);
+        assert_eq!(one.body["id"], ids[1]);
+    }
+}
+
+on_both_backends! {
+    async fn views_render_for_each_provider(app) {
+        let id = small_session(&app).await;
+        let mut batch = vec![json!({"type": "message", "role": "system", "content": "sys"}), user("go")];
+        batch.extend(exchange("a", 100));
+        batch.push(json!({"type": "message", "role": "assistant", "tool_calls": [
+            {"id": "p1", "name": "read", "arguments": "{\"path\":\"a\"}"},
+            {"id": "p2", "name": "read", "arguments": "{\"path\":\"b\"}"}]}));
+        batch.push(user("while you read: hurry"));
+        batch.push(json!({"type": "message", "role": "tool", "tool_call_id": "p2", "content": "b"}));
+        batch.push(json!({"type": "message", "role": "tool", "tool_call_id": "p1", "content": "a"}));
+        app.append(&id, Value::Array(batch)).await;
+        let openai = compact(&app, &id, json!({"format": "openai"})).await;
+        validate_openai(&openai["view"]).unwrap();
+        let anthropic = compact(&app, &id, json!({"format": "anthropic"})).await;
+        validate_anthropic(&anthropic["view"]).unwrap();
+        assert_eq!(anthropic["view"]["system"], "sys");
+        let raw = compact(&app, &id, json!({"format": "raw"})).await;
+        let items = raw["view"]["items"].as_array().unwrap();
+        assert_eq!(items.len(), 8);
+        assert!(items.iter().all(|i| i["projection"] == "full"));
+        assert_eq!(raw["persisted"], false, "nothing changed, nothing stored");
+    }
+}
+
+on_both_backends! {
+    async fn dry_runs_persist_nothing_and_force_persists(app) {
+        let id = small_session(&app).await;
+        let mut batch = vec![user("start")];
+        for i in 0..12 { batch.extend(exchange(&format!("c{i}"), 2_000)); }
+        batch.push(user("continue"));
+        app.append(&id, Value::Array(batch)).await;
+        let dry = compact(&app, &id, json!({"mode": "dry_run"})).await;
+        assert_eq!(dry["persisted"], false);
+        assert_eq!(dry["record"]["tier"], "full");
+        assert!(!dry["record"]["summarized_seqs"].as_array().unwrap().is_empty());
+        let listed = app.get(&format!("/sessions/{id}/compactions")).await.body;
+        assert_eq!(listed["compactions"], json!([]));
+        let context = app.get(&format!("/sessions/{id}/context")).await.body;
+        assert_eq!(context["checkpoint_seq"], 0, "a dry run changes no state");
+
+        let forced = compact(&app, &id, json!({"mode": "force"})).await;
+        assert_eq!(forced["persisted"], true);
+        assert_eq!(forced["record"]["trigger"], "manual");
+        assert_eq!(forced["record"]["summarized_seqs"], dry["record"]["summarized_seqs"]);
+        let listed = app.get(&format!("/sessions/{id}/compactions")).await.body;
+        assert_eq!(listed["compactions"][0]["id"], forced["record"]["id"]);
+        // A retry with no new events changes nothing.
+        let again = compact(&app, &id, json!({})).await;
+        assert_eq!(again["persisted"], false);
+        assert_eq!(again["view"], forced["view"]);
+    }
+}
+
+on_both_backends! {
+    async fn context_explains_every_item(app) {
+        let id = small_session(&app).await;
+        let mut batch = vec![
+            json!({"type": "message", "role": "system", "content": "sys"}),
+            json!({"type": "message", "role": "user", "content": "never forget: use tabs", "pinned": true}),
+        ];
+        for i in 0..6 { batch.push(user(&format!("step {i}"))); batch.extend(exchange(&format!("c{i}"), 300)); }
+        app.append(&id, Value::Array(batch)).await;
+        let forced = compact(&app, &id, json!({"mode": "force"})).await;
+        let cid = forced["record"]["id"].as_str().unwrap().to_owned();
+        let context = app.get(&format!("/sessions/{id}/context")).await.body;
+        let items = context["items"].as_array().unwrap();
+        assert_eq!(items.len() as i64, context["head_seq"].as_i64().unwrap());
+        let item = |seq: i64| items.iter().find(|i| i["seq"] == seq).unwrap();
+        assert_eq!((item(1)["state"].as_str(), item(1)["reason"].as_str()), (Some("pinned"), Some("system_prompt")));
+        assert_eq!(item(2)["reason"], "pinned_user_message");
+        assert_eq!(item(2)["projection"], "full");
+        let checkpoint = context["checkpoint_seq"].as_i64().unwrap();
+        assert!(checkpoint > 2);
+        for i in items {
+            let seq = i["seq"].as_i64().unwrap();
+            if seq > 2 && seq <= checkpoint {
+                assert_eq!(i["state"], "archived", "{i}");
+                assert_eq!(i["projection"], "summary");
+                assert_eq!(i["reason"], "summarized");
+                assert_eq!(i["compaction_id"], cid.as_str());
+                assert_eq!(i["tokens_in_view"], 0);
+            }
+            if seq > checkpoint {
+                assert_eq!(i["projection"], "full");
+                assert_eq!(i["reason"], "recent_tail");
+            }
+        }
+        assert!(context["summary"].as_str().unwrap().contains("step 0"));
+        assert_eq!(context["tier"], "none");
+        let totals = &context["totals"]["by_state"];
+        assert_eq!(totals["archived"]["items"].as_i64().unwrap(), checkpoint - 2);
+        assert_eq!(totals["pinned"]["items"], 2);
+
+        // Filters and pages.
+        let archived = app.get(&format!("/sessions/{id}/context?state=archived&limit=3")).await.body;
+        assert_eq!(archived["items"].as_array().unwrap().len(), 3);
+        assert!(archived["items"].as_array().unwrap().iter().all(|i| i["state"] == "archived"));
+        let next = archived["next_after_seq"].as_i64().unwrap();
+        let rest = app.get(&format!("/sessions/{id}/context?state=archived&after_seq={next}&limit=1000")).await.body;
+        assert_eq!(rest["items"].as_array().unwrap().len() as i64, checkpoint - 2 - 3);
+        let range = app.get(&format!("/sessions/{id}/context?from_seq=3&to_seq=4")).await.body;
+        let seqs: Vec<i64> = range["items"].as_array().unwrap().iter().map(|i| i["seq"].as_i64().unwrap()).collect();
+        assert_eq!(seqs, [3, 4]);
+        assert_eq!(app.get(&format!("/sessions/{id}/context?state=gone")).await.status, StatusCode::BAD_REQUEST);
+    }
+}
+
+on_both_backends! {
+    async fn observations_recall_exact_slices(app) {
+        let id = small_session(&app).await;
+        let content = "héllo wörld 🚀 ".repeat(50);
+        app.append(&id, json!([
+            {"type": "message", "role": "assistant", "tool_calls": [{"id": "c", "name": "read"}]},
+            {"type": "message", "role": "tool", "tool_call_id": "c", "content": content}
+        ])).await;
+        let chars: Vec<char> = content.chars().collect();
+        let slice = app.get(&format!("/sessions/{id}/observations/2?offset=5&limit=10")).await.body;
+        assert_eq!(slice["content"], chars[5..15].iter().collect::<String>());
+        assert_eq!(slice["total_chars"], chars.len());
+        assert_eq!(slice["next_offset"], 15);
+        assert_eq!(slice["uri"], "observation://2");
+        let mut recalled = String::new();
+        let mut offset = 0;
+        loop {
+            let s = app.get(&format!("/sessions/{id}/observations/2?offset={offset}&limit=97")).await.body;
+            recalled.push_str(s["content"].as_str().unwrap());
+            match s["next_offset"].as_u64() { Some(n) => offset = n, None => break }
+        }
+        assert_eq!(recalled, content, "paging reassembles the exact content");
+        let past = app.get(&format!("/sessions/{id}/observations/2?offset=100000")).await.body;
+        assert_eq!(past["content"], "");
+        assert_eq!(app.get(&format!("/sessions/{id}/observations/99")).await.status, StatusCode::NOT_FOUND);
+        assert_eq!(app.get(&format!("/sessions/{id}/observations/2?limit=0")).await.status, StatusCode::BAD_REQUEST);
+    }
+}
+
+on_both_backends! {
+    async fn calibration_raises_utilization(app) {
+        let id = small_session(&app).await;
+        app.append(&id, json!([user(&"word ".repeat(400))])).await;
+        let out = compact(&app, &id, json!({"mode": "force"})).await;
+        let before = app.get(&format!("/sessions/{id}/context")).await.body;
+        let estimate = out["record"]["input_tokens_estimate"].as_i64().unwrap();
+        let reply = app.post(&format!("/sessions/{id}/usage"),
+            &json!({"input_tokens": estimate * 2, "view_tokens": estimate})).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert_eq!(reply.body["calibration"], 2.0);
+        let after = app.get(&format!("/sessions/{id}/context")).await.body;
+        assert!(after["utilization"].as_f64().unwrap() > before["utilization"].as_f64().unwrap());
+        assert_eq!(after["calibration"], 2.0);
+        for body in [json!({"input_tokens": 0, "view_tokens": 5}), json!({"input_tokens": 5}),
+                     json!({"input_tokens": 5, "view_tokens": 5, "compaction_id": out["record"]["id"]})] {
+            let bad = app.post(&format!("/sessions/{id}/usage"), &body).await;
+            assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        }
+    }
+}
+
+on_both_backends! {
+    async fn bad_compact_requests_are_named(app) {
+        let id = small_session(&app).await;
+        for (body, field) in [
+            (json!({"overflow_retry": 3}), "overflow_retry"),
+            (json!({"format": "xml"}), "format"),
+            (json!({"mode": "maybe"}), "mode"),
+            (json!({"tools": [{"description": "x".repeat(40_000)}]}), "tools"),
+        ] {
+            let reply = app.post(&format!("/sessions/{id}/compact"), &body).await;
+            assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+            assert_eq!(reply.body["errors"][0]["field"], field, "{}", reply.body);
+        }
+        let ghost = "01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f";
+        assert_eq!(app.post(&format!("/sessions/{ghost}/compact"), &json!({})).await.status, StatusCode::NOT_FOUND);
+        let tool = app.get("/tools/recall_observation?format=anthropic").await.body;
+        assert_eq!(tool["name"], "recall_observation");
+        assert!(tool["input_schema"]["properties"]["uri"].is_object());
+        let tool = app.get("/tools/recall_observation").await.body;
+        assert_eq!(tool["function"]["name"], "recall_observation");
+        assert_eq!(app.get("/tools/recall_observation?format=xml").await.status, StatusCode::BAD_REQUEST);
+    }
+}
+
+on_both_backends! {
+    async fn concurrent_compactions_never_lose_state(app) {
+        let id = small_session(&app).await;
+        let mut batch = vec![user("start")];
+        for i in 0..10 { batch.extend(exchange(&format!("c{i}"), 300)); batch.push(user(&format!("next {i}"))); }
+        app.append(&id, Value::Array(batch)).await;
+        let app = Arc::new(app);
+        let calls: Vec<_> = (0..8).map(|_| {
+            let (app, id) = (app.clone(), id.clone());
+            tokio::spawn(async move { compact(&app, &id, json!({"mode": "force"})).await })
+        }).collect();
+        let mut persisted = 0;
+        for call in calls {
+            let out = call.await.unwrap();
+            validate_openai(&out["view"]).unwrap();
+            if out["persisted"] == true { persisted += 1; }
+        }
+        assert!(persisted >= 1);
+        let listed = app.get(&format!("/sessions/{id}/compactions?limit=200")).await.body;
+        let records = listed["compactions"].as_array().unwrap();
+        assert_eq!(records.len(), persisted, "every persisted compaction has its record");
+        // Each seq was summarised by exactly one compaction.
+        let mut seen = std::collections::HashSet::new();
+        for r in records {
+            for s in r["summarized_seqs"].as_array().unwrap() {
+                assert!(seen.insert(s.as_i64().unwrap()), "seq {s} summarised twice");
+            }
+        }
+        let context = app.get(&format!("/sessions/{id}/context")).await.body;
+        assert_eq!(seen.len() as i64, context["totals"]["by_state"]["archived"]["items"].as_i64().unwrap());
+    }
+}
+
+/// A loopback server that answers every request with `status` and `body` after `delay`.
+async fn fake_provider(status: u16, body: Value, delay: Duration) -> String {
+    let app = axum::Router::new().fallback(move || {
+        let body = body.clone();
+        async move {
+            tokio::time::sleep(delay).await;
+            (
+                axum::http::StatusCode::from_u16(status).unwrap(),
+                axum::Json(body),
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+async fn summarise_with(backend: Backend, status: u16, answer: Value, delay: Duration) -> Value {
+    let base_url = fake_provider(status, answer, delay).await;
+    let app = TestApp::spawn_with_summarizer(
+        backend,
+        llm::build(LlmConfig {
+            kind: LlmKind::OpenAi,
+            base_url,
+            model: "fake-model".into(),
+            api_key: Some("sk-test".into()),
+            timeout: Duration::from_millis(500),
+            max_output_tokens: 500,
+        }),
+    )
+    .await;
+    let id = small_session(&app).await;
+    let mut batch = vec![user("investigate the outage")];
+    for i in 0..6 {
+        batch.extend(exchange(&format!("c{i}"), 300));
+    }
+    batch.push(user("go on"));
+    app.append(&id, Value::Array(batch)).await;
+    let out = compact(&app, &id, json!({"mode": "force"})).await;
+    out["record"].clone()
+}
+
+fn good_answer() -> Value {
+    let content = json!({"summary": "The user is investigating an outage; six logs were read.",
+        "anchors": {"user_intent": "investigate the outage", "execution_progress": "read six logs",
+            "key_decision": "N/A", "tried_solution": "N/A", "next_step": "N/A"}})
+    .to_string();
+    json!({"choices": [{"message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": 900, "completion_tokens": 60}})
+}
+
+async fn summariser_outcomes(backend: Backend) {
+    let good = summarise_with(backend, 200, good_answer(), Duration::ZERO).await;
+    assert_eq!(good["summarizer"]["kind"], "openai");
+    assert_eq!(good["summarizer"]["model"], "fake-model");
+    assert!(good["summary_text"]
+        .as_str()
+        .unwrap()
+        .contains("investigating an outage"));
+    assert!(good.get("error").is_none());
+
+    let cases = [
+        (
+            200,
+            json!({"choices": [{"message": {"content": "no json here"}}]}),
+            Duration::ZERO,
+            "could not be used",
+        ),
+        (500, json!({"error": "boom"}), Duration::ZERO, "HTTP 500"),
+        (200, good_answer(), Duration::from_secs(5), "did not answer"),
+    ];
+    for (status, answer, delay, needle) in cases {
+        let record = summarise_with(backend, status, answer, delay).await;
+        assert_eq!(record["summarizer"]["kind"], "deterministic", "{record}");
+        let error = record["error"].as_str().unwrap_or_default();
+        assert!(error.contains(needle), "{needle}: {error}");
+        assert!(record["summary_text"]
+            .as_str()
+            .unwrap()
+            .contains("investigate the outage"));
+    }
+}
+
+#[tokio::test]
+async fn summariser_failures_fall_back_and_say_why_sqlite() {
+    summariser_outcomes(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn summariser_failures_fall_back_and_say_why_postgres() {
+    summariser_outcomes(Backend::Postgres).await;
+}

@@ -87,14 +87,27 @@ struct Live<'a> {
     by: Option<Uuid>,
 }
 
+impl Live<'_> {
+    fn message(&self) -> ViewMessage {
+        let mut message = match self.projection {
+            Projection::Preview => view::preview_message(self.event, view::PREVIEW_CHARS),
+            Projection::Reference => view::reference_message(self.event),
+            _ => view::full_message(self.event),
+        };
+        message.tokens = self.tokens;
+        message
+    }
+}
+
 /// The view under construction.
 #[derive(Debug, Clone)]
 struct Working<'a> {
     tokenizer: Tokenizer,
     summary_max_chars: usize,
     checkpoint: i64,
-    /// At or before the checkpoint, shown in full.
-    kept: Vec<&'a Event>,
+    /// At or before the checkpoint: system prompts and pinned events, in full unless an
+    /// emergency found no other way to fit the window.
+    kept: Vec<Live<'a>>,
     live: Vec<Live<'a>>,
     summary: Summary,
     summary_message: Option<ViewMessage>,
@@ -115,10 +128,6 @@ impl<'a> Working<'a> {
         let mut kept = Vec::new();
         let mut live = Vec::new();
         for event in input.events {
-            if event.seq <= state.checkpoint_seq {
-                kept.push(event);
-                continue;
-            }
             let item = match state.reduced.get(&event.seq) {
                 Some(r) => Live {
                     event,
@@ -135,7 +144,11 @@ impl<'a> Working<'a> {
                     by: None,
                 },
             };
-            live.push(item);
+            if event.seq <= state.checkpoint_seq {
+                kept.push(item);
+            } else {
+                live.push(item);
+            }
         }
         let mut working = Self {
             tokenizer: input.config.tokenizer,
@@ -156,8 +169,9 @@ impl<'a> Working<'a> {
 
     fn build_summary_message(&self, count: bool) -> Option<ViewMessage> {
         let refs: Vec<ReducedRef> = self
-            .live
+            .kept
             .iter()
+            .chain(&self.live)
             .filter(|l| matches!(l.projection, Projection::Preview | Projection::Reference))
             .map(|l| ReducedRef {
                 seq: l.event.seq,
@@ -184,21 +198,13 @@ impl<'a> Working<'a> {
     /// The view's messages with tool pairs repaired, and their total tokens.
     fn render(&self) -> (Vec<ViewMessage>, Repairs, i64) {
         let mut messages = Vec::with_capacity(self.kept.len() + self.live.len() + 1);
-        let (system, other): (Vec<&Event>, Vec<&Event>) = self
+        let (system, other): (Vec<&Live>, Vec<&Live>) = self
             .kept
             .iter()
-            .partition(|e| e.body.role() == Some(Role::System));
-        messages.extend(system.into_iter().map(view::full_message));
-        messages.extend(other.into_iter().map(view::full_message));
-        for item in &self.live {
-            let mut message = match item.projection {
-                Projection::Preview => view::preview_message(item.event, view::PREVIEW_CHARS),
-                Projection::Reference => view::reference_message(item.event),
-                _ => view::full_message(item.event),
-            };
-            message.tokens = item.tokens;
-            messages.push(message);
-        }
+            .partition(|l| l.event.body.role() == Some(Role::System));
+        messages.extend(system.into_iter().map(Live::message));
+        messages.extend(other.into_iter().map(Live::message));
+        messages.extend(self.live.iter().map(Live::message));
         // The summary goes right after the leading system prompts.
         if let Some(summary) = &self.summary_message {
             let at = messages
@@ -344,7 +350,7 @@ impl<'a> Working<'a> {
         let to_seq = self.live[cut - 1].event.seq;
         for item in self.live.drain(..cut) {
             if always_kept(item.event) {
-                self.kept.push(item.event);
+                self.kept.push(item);
             }
         }
         self.checkpoint = to_seq;
@@ -578,17 +584,18 @@ pub async fn compact(
     }
 
     // Items folded after being offloaded are summarised, not offloaded.
-    offloaded.retain(|o| o.seq > work.checkpoint);
+    offloaded.retain(|o| o.seq > work.checkpoint || work.kept.iter().any(|l| l.event.seq == o.seq));
     let (messages, repairs, after_tokens) = work.render();
     let mut state = input.state.clone();
     if acted {
         state.checkpoint_seq = work.checkpoint;
         state.summary = work.summary.clone();
         state.summary_tokens = work.summary_message.as_ref().map_or(0, |m| m.tokens);
-        state.kept = work.kept.iter().map(|e| e.seq).collect();
+        state.kept = work.kept.iter().map(|l| l.event.seq).collect();
         state.reduced = work
-            .live
+            .kept
             .iter()
+            .chain(&work.live)
             .filter_map(|l| {
                 let by = l.by?;
                 matches!(l.projection, Projection::Preview | Projection::Reference).then_some((
@@ -760,6 +767,31 @@ fn emergency(
         }
     }
     shrink_summary(work, room);
+    // Last resort: even the pinned items and system prompts do not fit in full.
+    for projection in [Projection::Preview, Projection::Reference] {
+        let items = work.kept.iter_mut().chain(work.live.iter_mut());
+        for item in items.filter(|l| always_kept(l.event)) {
+            let mut message = match projection {
+                Projection::Preview => view::preview_message(item.event, view::PREVIEW_CHARS / 2),
+                _ => view::reference_message(item.event),
+            };
+            message.tokens = view::cost(&message, tokenizer);
+            if message.tokens < item.tokens {
+                item.projection = projection;
+                item.tokens = message.tokens;
+                item.reason = Reason::EmergencyTruncation;
+                item.by = Some(id);
+                if !offloaded.iter().any(|o| o.seq == item.event.seq) {
+                    offloaded.push(offloaded_item(item.event));
+                }
+            }
+        }
+        work.refresh_summary_message();
+        shrink_summary(work, room);
+        if work.tokens() <= room {
+            break;
+        }
+    }
     (evicted, info)
 }
 

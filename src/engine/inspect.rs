@@ -45,6 +45,15 @@ pub fn standing(
         reason,
         compaction_id: None,
     };
+    if let Some(r) = state.reduced.get(&seq) {
+        return ItemStanding {
+            state: ItemState::Retained,
+            projection: r.projection,
+            tokens_in_view: r.tokens_in_view,
+            reason: r.reason,
+            compaction_id: Some(r.compaction_id),
+        };
+    }
     if seq <= state.checkpoint_seq {
         if state.kept.contains(&seq) {
             return kept(kept_reason(role, pinned));
@@ -64,15 +73,6 @@ pub fn standing(
     }
     if role == Some(Role::System) || pinned {
         return kept(kept_reason(role, pinned));
-    }
-    if let Some(r) = state.reduced.get(&seq) {
-        return ItemStanding {
-            state: ItemState::Retained,
-            projection: r.projection,
-            tokens_in_view: r.tokens_in_view,
-            reason: r.reason,
-            compaction_id: Some(r.compaction_id),
-        };
     }
     let in_tail = state.last_view.tail_from_seq.is_some_and(|t| seq >= t);
     ItemStanding {

@@ -18,8 +18,8 @@ enum Step {
     Exchange(usize),
     /// Two calls in one message, answered in reverse order.
     Parallel(usize, usize),
-    /// A pinned note.
-    Note,
+    /// A pinned note of the given size.
+    Note(usize),
     Compact(Mode),
 }
 
@@ -29,7 +29,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => (1usize..1_500).prop_map(Step::Assistant),
         4 => (1usize..12_000).prop_map(Step::Exchange),
         1 => (1usize..6_000, 1usize..6_000).prop_map(|(a, b)| Step::Parallel(a, b)),
-        1 => Just(Step::Note),
+        1 => prop_oneof![4 => 1usize..200, 1 => 1usize..20_000].prop_map(Step::Note),
         4 => prop_oneof![Just(Mode::Auto), Just(Mode::Auto), Just(Mode::Force), Just(Mode::DryRun)]
             .prop_map(Step::Compact),
     ]
@@ -75,6 +75,7 @@ proptest! {
         min_tail in 1u32..6,
         offload in 100u32..2_000,
         tools in 0i64..400,
+        system_chars in prop_oneof![4 => 1usize..500, 1 => 1usize..30_000],
         steps in proptest::collection::vec(step(), 1..60),
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
@@ -82,7 +83,7 @@ proptest! {
         cfg.min_tail_messages = min_tail;
         cfg.offload_threshold_chars = offload;
         let mut log = Log::default();
-        log.system("You are a careful agent.");
+        log.system(&text(system_chars, 0));
         let mut state = CompactionState::default();
         // Every seq any record listed as offloaded, summarised or evicted.
         let mut membership: HashSet<i64> = HashSet::new();
@@ -105,8 +106,8 @@ proptest! {
                     log.result(&y, *b);
                     log.result(&x, *a);
                 }
-                Step::Note => {
-                    log.push(serde_json::json!({"type": "note", "content": text(40, i), "pinned": true}));
+                Step::Note(n) => {
+                    log.push(serde_json::json!({"type": "note", "content": text(*n, i), "pinned": true}));
                 }
                 Step::Compact(mode) => {
                     let out = runtime.block_on(run(&cfg, &state, &log, tools, *mode, 0)).unwrap();

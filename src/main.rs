@@ -76,11 +76,8 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         backend = store.backend(),
         "ctxd is serving; API docs at /docs"
     );
-    let state = AppState {
-        store,
-        limits: args.limits(),
-        summarizer,
-    };
+    let mut state = AppState::new(store, args.limits());
+    state.summarizer = summarizer;
     axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown_signal())
         .await

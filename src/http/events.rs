@@ -150,13 +150,12 @@ async fn append_events(
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
-    let session = state
-        .store
-        .get_session(id)
+    let tokenizer = state
+        .tokenizer_of(id)
         .await?
         .ok_or_else(|| ApiError::session_not_found(id))?;
 
-    let batch = count_tokens(session.config.tokenizer, events).await?;
+    let batch = count_tokens(tokenizer, events).await?;
     let outcome = state
         .store
         .append_events(id, &batch, request.expected_seq)

@@ -9,7 +9,8 @@ mod extract;
 mod health;
 mod sessions;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
@@ -24,8 +25,11 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::store::Store;
+use uuid::Uuid;
+
+use crate::store::{Store, StoreError};
 use crate::summarize::Summarizer;
+use crate::tokens::Tokenizer;
 
 /// Request limits, all configurable.
 #[derive(Debug, Clone)]
@@ -52,7 +56,13 @@ pub struct AppState {
     pub limits: Limits,
     /// The operator's LLM summariser; without one, summaries are deterministic.
     pub summarizer: Option<Arc<dyn Summarizer>>,
+    /// Each session's tokenizer, which never changes: an append need not read the session
+    /// first. (A deleted session is still refused by the append's own transaction.)
+    tokenizers: Arc<Mutex<HashMap<Uuid, Tokenizer>>>,
 }
+
+/// Sessions whose tokenizer a replica remembers before it starts over.
+const REMEMBERED_SESSIONS: usize = 100_000;
 
 impl AppState {
     pub fn new(store: Arc<dyn Store>, limits: Limits) -> Self {
@@ -60,7 +70,30 @@ impl AppState {
             store,
             limits,
             summarizer: None,
+            tokenizers: Arc::default(),
         }
+    }
+
+    /// The session's tokenizer, or None when the session does not exist.
+    async fn tokenizer_of(&self, session_id: Uuid) -> Result<Option<Tokenizer>, StoreError> {
+        let known = self
+            .tokenizers
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&session_id).copied());
+        if known.is_some() {
+            return Ok(known);
+        }
+        let Some(session) = self.store.get_session(session_id).await? else {
+            return Ok(None);
+        };
+        if let Ok(mut map) = self.tokenizers.lock() {
+            if map.len() >= REMEMBERED_SESSIONS {
+                map.clear();
+            }
+            map.insert(session_id, session.config.tokenizer);
+        }
+        Ok(Some(session.config.tokenizer))
     }
 }
 

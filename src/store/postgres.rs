@@ -16,6 +16,32 @@ use crate::domain::event::Event;
 use crate::domain::session::{NewSession, Session};
 use crate::engine::{CompactionState, FoldedRange};
 
+/// A stored event as the append's fact lookup returns it (JSON built by the database).
+#[derive(serde::Deserialize)]
+struct StoredEvent {
+    seq: i64,
+    id: Option<String>,
+    body: crate::domain::event::EventBody,
+    pinned: bool,
+    metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    tokens: i64,
+    created_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl StoredEvent {
+    fn into_event(self) -> Event {
+        Event {
+            seq: self.seq,
+            id: self.id,
+            body: self.body,
+            pinned: self.pinned,
+            metadata: self.metadata,
+            tokens: self.tokens,
+            created_at: self.created_at,
+        }
+    }
+}
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
 const SESSION_COLUMNS: &str = "session_id, created_at, updated_at, config::text AS config, \
@@ -155,6 +181,8 @@ impl Store for PostgresStore {
     ) -> Result<AppendOutcome, AppendError> {
         let mut tx = self.pool.begin().await?;
         // The row lock serialises appends to one session across every connection and replica.
+        // The facts are read by a later statement, whose snapshot then sees every append that
+        // committed before the lock was granted.
         let head_seq: i64 =
             sqlx::query_scalar("SELECT head_seq FROM sessions WHERE session_id = $1 FOR UPDATE")
                 .bind(session_id)
@@ -167,32 +195,31 @@ impl Store for PostgresStore {
             ..LogFacts::default()
         };
         let ids = client_ids(batch);
-        if !ids.is_empty() {
-            let rows = sqlx::query(&format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 AND client_id = ANY($2)"
-            ))
+        let call_ids = referenced_call_ids(batch);
+        if !ids.is_empty() || !call_ids.is_empty() {
+            // Both lookups in one round trip.
+            let (existing, calls): (String, String) = sqlx::query_as(
+                "SELECT \
+                   (SELECT coalesce(json_agg(json_build_object('seq', seq, 'id', client_id, \
+                       'body', body, 'pinned', pinned, 'metadata', metadata, 'tokens', tokens, \
+                       'created_at', created_at)), '[]') \
+                    FROM events WHERE session_id = $1 AND client_id = ANY($2))::text, \
+                   (SELECT coalesce(json_agg(json_build_array(call_id, call_seq, result_seq)), '[]') \
+                    FROM tool_calls WHERE session_id = $1 AND call_id = ANY($3))::text",
+            )
             .bind(session_id)
             .bind(&ids)
-            .fetch_all(&mut *tx)
+            .bind(&call_ids)
+            .fetch_one(&mut *tx)
             .await?;
-            for row in rows {
-                let event = event_row(row)?;
+            let existing: Vec<StoredEvent> = decode("stored events", &existing)?;
+            for stored in existing {
+                let event = stored.into_event();
                 if let Some(id) = event.id.clone() {
                     facts.existing.insert(id, event);
                 }
             }
-        }
-        let call_ids = referenced_call_ids(batch);
-        if !call_ids.is_empty() {
-            let rows: Vec<(String, i64, Option<i64>)> = sqlx::query_as(
-                "SELECT call_id, call_seq, result_seq FROM tool_calls \
-                 WHERE session_id = $1 AND call_id = ANY($2)",
-            )
-            .bind(session_id)
-            .bind(&call_ids)
-            .fetch_all(&mut *tx)
-            .await?;
-            facts.calls = fold_call_rows(rows);
+            facts.calls = fold_call_rows(decode("tool calls", &calls)?);
         }
 
         let plan = plan_append(batch, expected_seq, &facts).map_err(AppendError::Rejected)?;
@@ -203,16 +230,60 @@ impl Store for PostgresStore {
             });
         }
 
+        // Close stored calls before opening new ones: an id may be answered and reissued in one
+        // batch, and only one call per id may be open. The sub-statements of one statement run
+        // in no set order, so such a batch closes its calls in a statement of their own.
+        let reissued = plan
+            .answered_calls
+            .iter()
+            .any(|(id, ..)| plan.new_calls.iter().any(|c| &c.call_id == id));
+        let (closed_ids, (closed_calls, closed_results)): (Vec<&str>, (Vec<i64>, Vec<i64>)) = plan
+            .answered_calls
+            .iter()
+            .map(|(id, c, r)| (id.as_str(), (*c, *r)))
+            .unzip();
+        const CLOSE_CALLS: &str = "UPDATE tool_calls t SET result_seq = a.result_seq \
+            FROM UNNEST($2::text[], $3::bigint[], $4::bigint[]) AS a(call_id, call_seq, result_seq) \
+            WHERE t.session_id = $1 AND t.call_id = a.call_id AND t.call_seq = a.call_seq";
+        if reissued {
+            sqlx::query(CLOSE_CALLS)
+                .bind(session_id)
+                .bind(&closed_ids)
+                .bind(&closed_calls)
+                .bind(&closed_results)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let empty: (Vec<&str>, Vec<i64>, Vec<i64>) = Default::default();
+        let closing = if reissued {
+            &empty
+        } else {
+            &(closed_ids, closed_calls, closed_results)
+        };
+
+        // Everything else in one statement: the events, the calls and the session's head.
         let now = now();
         let rows = event_inserts(batch, &plan.inserts)?;
         sqlx::query(
-            "INSERT INTO events \
-               (session_id, seq, client_id, type, role, body, pinned, metadata, tokens, created_at) \
-             SELECT $1, r.seq, r.client_id, r.type, r.role, r.body::jsonb, r.pinned, \
-                    r.metadata::jsonb, r.tokens, $10 \
-             FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], \
-                         $7::bool[], $8::text[], $9::bigint[]) \
-               AS r(seq, client_id, type, role, body, pinned, metadata, tokens)",
+            "WITH new_events AS ( \
+               INSERT INTO events \
+                 (session_id, seq, client_id, type, role, body, pinned, metadata, tokens, created_at) \
+               SELECT $1, r.seq, r.client_id, r.type, r.role, r.body::jsonb, r.pinned, \
+                      r.metadata::jsonb, r.tokens, $10 \
+               FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], \
+                           $7::bool[], $8::text[], $9::bigint[]) \
+                 AS r(seq, client_id, type, role, body, pinned, metadata, tokens) \
+             ), closed_calls AS ( \
+               UPDATE tool_calls t SET result_seq = a.result_seq \
+               FROM UNNEST($11::text[], $12::bigint[], $13::bigint[]) \
+                 AS a(call_id, call_seq, result_seq) \
+               WHERE t.session_id = $1 AND t.call_id = a.call_id AND t.call_seq = a.call_seq \
+             ), new_calls AS ( \
+               INSERT INTO tool_calls (session_id, call_id, call_seq, result_seq) \
+               SELECT $1, * FROM UNNEST($14::text[], $15::bigint[], $16::bigint[]) \
+             ) \
+             UPDATE sessions SET head_seq = $17, total_tokens = total_tokens + $18, updated_at = $10 \
+             WHERE session_id = $1",
         )
         .bind(session_id)
         .bind(rows.iter().map(|r| r.seq).collect::<Vec<_>>())
@@ -224,64 +295,14 @@ impl Store for PostgresStore {
         .bind(rows.iter().map(|r| r.metadata.as_deref()).collect::<Vec<_>>())
         .bind(rows.iter().map(|r| r.tokens).collect::<Vec<_>>())
         .bind(now)
-        .execute(&mut *tx)
-        .await?;
-
-        // Close stored calls before opening new ones: an id may be answered and reissued in one
-        // batch, and only one call per id may be open.
-        if !plan.answered_calls.is_empty() {
-            let (ids, (call_seqs, result_seqs)): (Vec<_>, (Vec<_>, Vec<_>)) = plan
-                .answered_calls
-                .iter()
-                .map(|(id, c, r)| (id.as_str(), (*c, *r)))
-                .unzip();
-            sqlx::query(
-                "UPDATE tool_calls t SET result_seq = a.result_seq \
-                 FROM UNNEST($2::text[], $3::bigint[], $4::bigint[]) AS a(call_id, call_seq, result_seq) \
-                 WHERE t.session_id = $1 AND t.call_id = a.call_id AND t.call_seq = a.call_seq",
-            )
-            .bind(session_id)
-            .bind(ids)
-            .bind(call_seqs)
-            .bind(result_seqs)
-            .execute(&mut *tx)
-            .await?;
-        }
-        if !plan.new_calls.is_empty() {
-            sqlx::query(
-                "INSERT INTO tool_calls (session_id, call_id, call_seq, result_seq) \
-                 SELECT $1, * FROM UNNEST($2::text[], $3::bigint[], $4::bigint[])",
-            )
-            .bind(session_id)
-            .bind(
-                plan.new_calls
-                    .iter()
-                    .map(|c| c.call_id.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                plan.new_calls
-                    .iter()
-                    .map(|c| c.call_seq)
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                plan.new_calls
-                    .iter()
-                    .map(|c| c.result_seq)
-                    .collect::<Vec<_>>(),
-            )
-            .execute(&mut *tx)
-            .await?;
-        }
-        sqlx::query(
-            "UPDATE sessions SET head_seq = $2, total_tokens = total_tokens + $3, updated_at = $4 \
-             WHERE session_id = $1",
-        )
-        .bind(session_id)
+        .bind(&closing.0)
+        .bind(&closing.1)
+        .bind(&closing.2)
+        .bind(plan.new_calls.iter().map(|c| c.call_id.as_str()).collect::<Vec<_>>())
+        .bind(plan.new_calls.iter().map(|c| c.call_seq).collect::<Vec<_>>())
+        .bind(plan.new_calls.iter().map(|c| c.result_seq).collect::<Vec<_>>())
         .bind(plan.new_head_seq)
         .bind(plan.added_tokens)
-        .bind(now)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

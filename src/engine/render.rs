@@ -202,7 +202,7 @@ fn openai_message(message: &ViewMessage) -> Value {
         rendered.insert("tool_calls".into(), calls.collect());
     }
     if let (Role::User | Role::Assistant, Some(name)) = (message.role, &message.name) {
-        rendered.insert("name".into(), name.as_str().into());
+        rendered.insert("name".into(), participant_name(name).into());
     }
     Value::Object(rendered)
 }
@@ -309,6 +309,27 @@ fn tool_result_block(call: &ToolCall, result: Option<&ViewMessage>) -> Value {
         block.insert("is_error".into(), true.into());
     }
     Value::Object(block)
+}
+
+/// OpenAI accepts participant names of 1 to 64 letters, digits, `_` and `-`: anything else
+/// becomes `_`.
+fn participant_name(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if cleaned.is_empty() {
+        "_".into()
+    } else {
+        cleaned
+    }
 }
 
 #[cfg(test)]
@@ -736,6 +757,13 @@ mod tests {
                 {"type": "tool_result", "tool_use_id": "c4"},
             ])
         );
+    }
+
+    #[test]
+    fn openai_participant_names_follow_its_pattern() {
+        assert_eq!(participant_name("Ana María (ops)"), "Ana_Mar_a__ops_");
+        assert_eq!(participant_name(&"x".repeat(100)).len(), 64);
+        assert_eq!(participant_name("coder-1_a"), "coder-1_a");
     }
 
     #[test]

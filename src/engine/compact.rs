@@ -744,21 +744,7 @@ fn emergency(
             if item.projection == Projection::Reference || always_kept(item.event) {
                 continue;
             }
-            let mut message = match projection {
-                Projection::Preview => view::preview_message(item.event, view::PREVIEW_CHARS / 2),
-                _ => view::reference_message(item.event),
-            };
-            message.tokens = view::cost(&message, tokenizer);
-            if message.tokens < item.tokens {
-                total -= item.tokens - message.tokens;
-                item.projection = projection;
-                item.tokens = message.tokens;
-                item.reason = Reason::EmergencyTruncation;
-                item.by = Some(id);
-                if !offloaded.iter().any(|o| o.seq == item.event.seq) {
-                    offloaded.push(offloaded_item(item.event));
-                }
-            }
+            total -= reduce_for_emergency(item, projection, tokenizer, id, offloaded);
         }
         // Reduced items are listed in the summary message: count it again.
         work.refresh_summary_message();
@@ -771,20 +757,7 @@ fn emergency(
     for projection in [Projection::Preview, Projection::Reference] {
         let items = work.kept.iter_mut().chain(work.live.iter_mut());
         for item in items.filter(|l| always_kept(l.event)) {
-            let mut message = match projection {
-                Projection::Preview => view::preview_message(item.event, view::PREVIEW_CHARS / 2),
-                _ => view::reference_message(item.event),
-            };
-            message.tokens = view::cost(&message, tokenizer);
-            if message.tokens < item.tokens {
-                item.projection = projection;
-                item.tokens = message.tokens;
-                item.reason = Reason::EmergencyTruncation;
-                item.by = Some(id);
-                if !offloaded.iter().any(|o| o.seq == item.event.seq) {
-                    offloaded.push(offloaded_item(item.event));
-                }
-            }
+            reduce_for_emergency(item, projection, tokenizer, id, offloaded);
         }
         work.refresh_summary_message();
         shrink_summary(work, room);
@@ -793,6 +766,37 @@ fn emergency(
         }
     }
     (evicted, info)
+}
+
+/// Shows `item` as `projection` when that is smaller, and lists it as offloaded by compaction
+/// `id` the first time `id` reduces it. Returns the tokens saved.
+fn reduce_for_emergency(
+    item: &mut Live<'_>,
+    projection: Projection,
+    tokenizer: Tokenizer,
+    id: Uuid,
+    offloaded: &mut Vec<OffloadedItem>,
+) -> i64 {
+    let mut message = match projection {
+        Projection::Preview => view::preview_message(item.event, view::PREVIEW_CHARS / 2),
+        _ => view::reference_message(item.event),
+    };
+    message.tokens = view::cost(&message, tokenizer);
+    if message.tokens >= item.tokens {
+        return 0;
+    }
+    if item.by != Some(id) {
+        offloaded.push(offloaded_item(item.event));
+    }
+    let saved = item.tokens - message.tokens;
+    *item = Live {
+        event: item.event,
+        projection,
+        tokens: message.tokens,
+        reason: Reason::EmergencyTruncation,
+        by: Some(id),
+    };
+    saved
 }
 
 /// Shortens the summary message until the view fits, as a last resort.

@@ -446,7 +446,7 @@ pub async fn compact(
     let mut room = ((window - fixed) as f64 / calibration).floor() as i64;
 
     let before = Working::from_state(&input);
-    let (before_messages, _, before_tokens) = before.render();
+    let (before_messages, before_repairs, before_tokens) = before.render();
     let utilization = used(before_tokens) as f64 / window as f64;
     let mut tier = tier_for(utilization, &config.thresholds);
     let trigger = match (input.overflow_retry, input.mode) {
@@ -491,7 +491,7 @@ pub async fn compact(
                 };
                 // Decide before calling any summariser whether the gain is worth it: folding
                 // frees the folded tokens, less what the summary may grow by.
-                let offload_gain = work.tokens() - candidate.tokens();
+                let offload_gain = before_tokens - candidate.tokens();
                 // A summary is far smaller than what it covers; assume a quarter at worst,
                 // within the summary's bound.
                 let summary_now = candidate.summary_message.as_ref().map_or(0, |m| m.tokens);
@@ -567,7 +567,9 @@ pub async fn compact(
         }
     }
 
-    if (tier == Tier::Emergency && !settled) || work.tokens() > room {
+    // Until something acts, the view is the one rendered above: no need to render it again.
+    let current_tokens = if acted { work.tokens() } else { before_tokens };
+    if (tier == Tier::Emergency && !settled) || current_tokens > room {
         tier = Tier::Emergency;
         let (evicted, info) = emergency(&mut work, room, id, &mut folded, &mut offloaded);
         if !evicted.is_empty() {
@@ -585,7 +587,15 @@ pub async fn compact(
 
     // Items folded after being offloaded are summarised, not offloaded.
     offloaded.retain(|o| o.seq > work.checkpoint || work.kept.iter().any(|l| l.event.seq == o.seq));
-    let (messages, repairs, after_tokens) = work.render();
+    let items_before = before_messages.len() as i64;
+    let (messages, repairs, after_tokens, prefix_kept) = if acted {
+        let (messages, repairs, tokens) = work.render();
+        let prefix = common_prefix(&before_messages, &messages);
+        (messages, repairs, tokens, prefix)
+    } else {
+        let prefix = before_messages.len();
+        (before_messages, before_repairs, before_tokens, prefix)
+    };
     let mut state = input.state.clone();
     if acted {
         state.checkpoint_seq = work.checkpoint;
@@ -636,7 +646,7 @@ pub async fn compact(
         acted,
         tokens_before,
         tokens_after,
-        items_before: before_messages.len() as i64,
+        items_before,
         items_after: messages.len() as i64,
         budget: window,
         input_tokens_estimate: after_tokens + input.tools_tokens,
@@ -653,7 +663,7 @@ pub async fn compact(
         summary_text: work.summary.text.clone(),
         summarizer: summarizer_info,
         repairs,
-        prefix_kept: common_prefix(&before_messages, &messages) as i64,
+        prefix_kept: prefix_kept as i64,
         duration_ms: started.elapsed().as_secs_f64() * 1e3,
         error: error.clone(),
     };

@@ -161,7 +161,10 @@ struct CompactionListParams {
     responses(
         (status = 200, description = "A page of records", body = CompactionPage),
         (status = 400, description = "A bad parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json",
+            example = json!({"type": "urn:ctxd:problem:not-found", "title": "Not found",
+                "status": 404, "detail": "session 01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f does not exist", "instance": "/sessions/01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f/compactions",
+                "request_id": "3f0c2a9e-5b1d-4c8e-9f7a-2d6b8e4c1a07"}))
     ))]
 async fn list_compactions(
     State(state): State<AppState>,
@@ -203,7 +206,10 @@ async fn list_compactions(
         (status = 200, description = "The record", body = CompactionRecord),
         (status = 400, description = "An id is not a UUID", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session or compaction", body = Problem,
-            content_type = "application/problem+json")
+            content_type = "application/problem+json",
+            example = json!({"type": "urn:ctxd:problem:not-found", "title": "Not found",
+                "status": 404, "detail": "session 01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f has no compaction 01936f50-1c2d-7e3f-8a9b-0c1d2e3f4a5b", "instance": "/sessions/01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f/compactions/01936f50-1c2d-7e3f-8a9b-0c1d2e3f4a5b",
+                "request_id": "3f0c2a9e-5b1d-4c8e-9f7a-2d6b8e4c1a07"}))
     ))]
 async fn get_compaction(
     State(state): State<AppState>,

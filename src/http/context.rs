@@ -125,7 +125,30 @@ fn name<T: Serialize>(value: &T) -> String {
 #[utoipa::path(get, path = "/sessions/{id}/context", tag = "context",
     params(("id" = Uuid, Path, description = "The session id"), ContextParams),
     responses(
-        (status = 200, description = "The context", body = ContextResponse),
+        (status = 200, description = "The context", body = ContextResponse, example = json!({
+            "session_id": "01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f", "head_seq": 3, "budget": 200000,
+            "reserved_output_tokens": 8192, "tools_tokens": 310, "tokens_in_view": 1204,
+            "utilization": 0.0485, "tier": "none", "calibration": 1.0, "checkpoint_seq": 1,
+            "summary": "## First user request\n> List the files in src/", "anchors": {
+                "user_intent": "List the files in src/", "execution_progress": "N/A",
+                "key_decision": "N/A", "tried_solution": "N/A", "next_step": "N/A"},
+            "last_compaction_id": "01936f50-1c2d-7e3f-8a9b-0c1d2e3f4a5b",
+            "totals": {"by_state": {"archived": {"items": 1, "tokens": 12, "tokens_in_view": 0},
+                    "retained": {"items": 1, "tokens": 5210, "tokens_in_view": 320},
+                    "active": {"items": 1, "tokens": 19, "tokens_in_view": 19}},
+                "by_projection": {"summary": {"items": 1, "tokens": 12, "tokens_in_view": 0},
+                    "preview": {"items": 1, "tokens": 5210, "tokens_in_view": 320},
+                    "full": {"items": 1, "tokens": 19, "tokens_in_view": 19}}},
+            "items": [
+                {"seq": 1, "type": "message", "role": "user", "tokens": 12, "state": "archived",
+                    "projection": "summary", "tokens_in_view": 0, "reason": "summarized",
+                    "compaction_id": "01936f50-1c2d-7e3f-8a9b-0c1d2e3f4a5b"},
+                {"seq": 2, "type": "message", "role": "tool", "tokens": 5210, "state": "retained",
+                    "projection": "preview", "tokens_in_view": 320,
+                    "reason": "offloaded_large_tool_result",
+                    "compaction_id": "01936f50-1c2d-7e3f-8a9b-0c1d2e3f4a5b"},
+                {"seq": 3, "type": "message", "role": "assistant", "tokens": 19, "state": "active",
+                    "projection": "full", "tokens_in_view": 19, "reason": "recent_tail"}]})),
         (status = 400, description = "A bad parameter", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")
     ))]
@@ -323,7 +346,12 @@ struct ToolParams {
 #[utoipa::path(get, path = "/tools/recall_observation", tag = "context",
     params(ToolParams),
     responses(
-        (status = 200, description = "The tool schema", body = Object),
+        (status = 200, description = "The tool schema", body = Object, example = json!({
+            "type": "function", "function": {"name": "recall_observation",
+                "description": "Recall the exact content of an item that was offloaded…",
+                "parameters": {"type": "object", "properties": {
+                    "uri": {"type": "string"}, "offset": {"type": "integer"},
+                    "limit": {"type": "integer"}}, "required": ["uri"]}}})),
         (status = 400, description = "An unknown format", body = Problem, content_type = "application/problem+json")
     ))]
 async fn recall_tool(Query(params): Query<ToolParams>) -> Result<Json<Value>, ApiError> {

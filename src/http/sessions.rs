@@ -104,7 +104,16 @@ async fn create_session(
 #[utoipa::path(get, path = "/sessions", tag = "sessions",
     params(SessionListParams),
     responses(
-        (status = 200, description = "A page of sessions", body = SessionPage),
+        (status = 200, description = "A page of sessions", body = SessionPage, example = json!({
+            "sessions": [{"id": "01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f",
+                "created_at": "2026-11-30T12:00:00Z", "updated_at": "2026-11-30T12:05:00Z",
+                "config": {"context_window": 200000, "max_output_tokens": 8192,
+                    "tokenizer": "o200k_base", "policy": "progressive",
+                    "thresholds": {"warn": 0.6, "soft": 0.7, "full": 0.8, "emergency": 0.95},
+                    "min_tail_messages": 6, "offload_threshold_chars": 4000,
+                    "min_compaction_gain": 0.05},
+                "metadata": {"team": "search"}, "head_seq": 42, "total_tokens": 18234}],
+            "next_cursor": "01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f"})),
         (status = 400, description = "An unknown parameter, a bad limit or cursor", body = Problem,
             content_type = "application/problem+json")
     ))]
@@ -169,7 +178,10 @@ async fn list_sessions(
     responses(
         (status = 200, description = "The session", body = Session),
         (status = 400, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json",
+            example = json!({"type": "urn:ctxd:problem:not-found", "title": "Not found",
+                "status": 404, "detail": "session 01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f does not exist", "instance": "/sessions/01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f",
+                "request_id": "3f0c2a9e-5b1d-4c8e-9f7a-2d6b8e4c1a07"}))
     ))]
 async fn get_session(
     State(state): State<AppState>,
@@ -190,7 +202,10 @@ async fn get_session(
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json",
+            example = json!({"type": "urn:ctxd:problem:not-found", "title": "Not found",
+                "status": 404, "detail": "session 01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f does not exist", "instance": "/sessions/01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f",
+                "request_id": "3f0c2a9e-5b1d-4c8e-9f7a-2d6b8e4c1a07"}))
     ))]
 async fn delete_session(
     State(state): State<AppState>,

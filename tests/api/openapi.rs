@@ -31,6 +31,11 @@ fn every_operation_documents_its_errors() {
                 continue;
             }
             let responses = operation["responses"].as_object().unwrap();
+            let has_example = operation["requestBody"].to_string().contains("\"example\"")
+                || responses
+                    .values()
+                    .any(|r| r.to_string().contains("\"example\""));
+            assert!(has_example, "{method} {path} has no example");
             let errors: Vec<_> = responses
                 .keys()
                 .filter(|s| s.starts_with('4') || s.starts_with('5'))

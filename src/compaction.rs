@@ -52,12 +52,11 @@ pub async fn compact_session(
     session_id: Uuid,
     request: CompactRequest,
 ) -> Result<Compacted, CompactError> {
-    let session = store
-        .get_session(session_id)
-        .await?
-        .ok_or(CompactError::NotFound)?;
     for _ in 0..ATTEMPTS {
-        let stored = store.load_state(session_id).await?;
+        let (session, stored) = store
+            .load_session_state(session_id)
+            .await?
+            .ok_or(CompactError::NotFound)?;
         let state = &stored.state;
         let events = store
             .view_events(session_id, state.checkpoint_seq, &state.kept)

@@ -91,16 +91,14 @@ async fn compact(
             "must be 0, 1 or 2",
         )]));
     }
-    let session = state
-        .store
-        .get_session(id)
+    let tokenizer = state
+        .tokenizer_of(id)
         .await?
         .ok_or_else(|| ApiError::session_not_found(id))?;
     let tools_tokens = if body.tools.is_empty() {
         0
     } else {
         let text = serde_json::to_string(&body.tools).unwrap_or_default();
-        let tokenizer = session.config.tokenizer;
         tokio::task::spawn_blocking(move || tokenizer.count(&text))
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))?

@@ -163,12 +163,12 @@ async fn context(
             "limit must be between 1 and {MAX_ITEMS}"
         )));
     }
-    let session = state
+    let (session, stored) = state
         .store
-        .get_session(id)
+        .load_session_state(id)
         .await?
         .ok_or_else(|| ApiError::session_not_found(id))?;
-    let stored = state.store.load_state(id).await?.state;
+    let stored = stored.state;
     let ranges = state.store.folded_ranges(id).await?;
     let rows = state.store.item_rows(id).await?;
 

@@ -105,6 +105,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// The compaction state (the default at version 0 when none was written).
     async fn load_state(&self, session_id: Uuid) -> Result<StoredState, StoreError>;
+    /// The session and its compaction state in one read; None when there is no such session.
+    async fn load_session_state(
+        &self,
+        session_id: Uuid,
+    ) -> Result<Option<(Session, StoredState)>, StoreError>;
     /// The events a view is made of: every event after `after_seq` and those in `also`.
     async fn view_events(
         &self,
@@ -204,6 +209,11 @@ fn folded_range(
         reason: decode("folded range reason", &format!("\"{reason}\""))?,
     })
 }
+
+/// The session columns of `SessionRow` followed by the state's version and document, as both
+/// backends select them for `load_session_state`.
+const SESSION_STATE_COLUMNS: &str = "s.session_id, s.created_at, s.updated_at, s.config, \
+     s.metadata, s.head_seq, s.total_tokens, c.version, c.state";
 
 fn stored_state(row: Option<(i64, String)>) -> Result<StoredState, StoreError> {
     match row {

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::{
     decode, encode, event_inserts, fold_call_rows, folded_range, item_row, now, reason_text,
     stored_state, AppendError, AppendOutcome, EventRow, ItemRow, SessionFilter, SessionRow, Store,
-    StoreError, StoredState,
+    StoreError, StoredState, SESSION_STATE_COLUMNS,
 };
 use crate::domain::append::{client_ids, plan_append, referenced_call_ids, CountedEvent, LogFacts};
 use crate::domain::compaction::CompactionRecord;
@@ -268,7 +268,7 @@ impl Store for PostgresStore {
             "WITH new_events AS ( \
                INSERT INTO events \
                  (session_id, seq, client_id, type, role, body, pinned, metadata, tokens, created_at) \
-               SELECT $1, r.seq, r.client_id, r.type, r.role, r.body::jsonb, r.pinned, \
+               SELECT $1, r.seq, r.client_id, r.type, r.role, r.body::json, r.pinned, \
                       r.metadata::jsonb, r.tokens, $10 \
                FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], \
                            $7::bool[], $8::text[], $9::bigint[]) \
@@ -363,6 +363,32 @@ impl Store for PostgresStore {
         .fetch_optional(&self.pool)
         .await?;
         stored_state(row)
+    }
+
+    async fn load_session_state(
+        &self,
+        session_id: Uuid,
+    ) -> Result<Option<(Session, StoredState)>, StoreError> {
+        let columns = SESSION_STATE_COLUMNS
+            .replace("s.config", "s.config::text AS config")
+            .replace("s.metadata", "s.metadata::text AS metadata")
+            .replace("c.state", "c.state::text AS state");
+        let Some(row) = sqlx::query(&format!(
+            "SELECT {columns} FROM sessions s \
+             LEFT JOIN compaction_states c ON c.session_id = s.session_id \
+             WHERE s.session_id = $1"
+        ))
+        .bind(session_id)
+        .fetch_optional(&self.pool)
+        .await?
+        else {
+            return Ok(None);
+        };
+        let state = stored_state(match row.try_get::<Option<i64>, _>("version")? {
+            Some(version) => Some((version, row.try_get("state")?)),
+            None => None,
+        })?;
+        Ok(Some((session_row(row)?, state)))
     }
 
     async fn view_events(

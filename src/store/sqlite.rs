@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::{
     decode, encode, event_inserts, fold_call_rows, folded_range, item_row, now, reason_text,
     stored_state, AppendError, AppendOutcome, EventRow, ItemRow, SessionFilter, SessionRow, Store,
-    StoreError, StoredState,
+    StoreError, StoredState, SESSION_STATE_COLUMNS,
 };
 use crate::domain::append::{client_ids, plan_append, referenced_call_ids, CountedEvent, LogFacts};
 use crate::domain::compaction::CompactionRecord;
@@ -348,6 +348,28 @@ impl Store for SqliteStore {
                 .fetch_optional(&self.reader)
                 .await?;
         stored_state(row)
+    }
+
+    async fn load_session_state(
+        &self,
+        session_id: Uuid,
+    ) -> Result<Option<(Session, StoredState)>, StoreError> {
+        let Some(row) = sqlx::query(&format!(
+            "SELECT {SESSION_STATE_COLUMNS} FROM sessions s \
+             LEFT JOIN compaction_states c ON c.session_id = s.session_id \
+             WHERE s.session_id = ?1"
+        ))
+        .bind(session_id.to_string())
+        .fetch_optional(&self.reader)
+        .await?
+        else {
+            return Ok(None);
+        };
+        let state = stored_state(match row.try_get::<Option<i64>, _>("version")? {
+            Some(version) => Some((version, row.try_get("state")?)),
+            None => None,
+        })?;
+        Ok(Some((session_row(row)?, state)))
     }
 
     async fn view_events(

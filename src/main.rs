@@ -78,6 +78,9 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     );
     let mut state = AppState::new(store, args.limits());
     state.summarizer = summarizer;
+    state.view_cache = std::sync::Arc::new(ctxd::compaction::cache::ViewCache::new(
+        args.view_cache_bytes,
+    ));
     axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown_signal())
         .await

@@ -111,6 +111,7 @@ async fn compact(
     let compacted = compaction::compact_session(
         state.store.as_ref(),
         state.summarizer.as_deref(),
+        &state.view_cache,
         id,
         request,
     )

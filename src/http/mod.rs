@@ -27,6 +27,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use uuid::Uuid;
 
+use crate::compaction::cache::ViewCache;
 use crate::store::{Store, StoreError};
 use crate::summarize::Summarizer;
 use crate::tokens::Tokenizer;
@@ -59,7 +60,12 @@ pub struct AppState {
     /// Each session's tokenizer, which never changes: an append need not read the session
     /// first. (A deleted session is still refused by the append's own transaction.)
     tokenizers: Arc<Mutex<HashMap<Uuid, Tokenizer>>>,
+    /// The events of recent views, so a compaction reads only what was appended since.
+    pub view_cache: Arc<ViewCache>,
 }
+
+/// The default budget of the view cache, in bytes of event text.
+pub const DEFAULT_VIEW_CACHE_BYTES: usize = 256 * 1024 * 1024;
 
 /// Sessions whose tokenizer a replica remembers before it starts over.
 const REMEMBERED_SESSIONS: usize = 100_000;
@@ -71,6 +77,7 @@ impl AppState {
             limits,
             summarizer: None,
             tokenizers: Arc::default(),
+            view_cache: Arc::new(ViewCache::new(DEFAULT_VIEW_CACHE_BYTES)),
         }
     }
 

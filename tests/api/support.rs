@@ -150,6 +150,19 @@ impl TestApp {
         }
     }
 
+    /// Another replica of the service over the same database (its own memory, its own port).
+    pub async fn replica(&self) -> String {
+        let state = AppState::new(self.store.clone(), Limits::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            axum::serve(listener, app(state)).await.expect("serve");
+        });
+        format!("http://{addr}")
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }

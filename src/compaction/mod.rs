@@ -3,8 +3,12 @@
 //! compaction writes only over the version it read, and one that loses starts again from the
 //! winner's state, so concurrent calls never lose or corrupt state.
 
+pub mod cache;
+
 use chrono::Utc;
 use uuid::Uuid;
+
+use cache::ViewCache;
 
 use crate::domain::compaction::{CompactionRecord, Mode, ViewMessage};
 use crate::engine::{self, EngineError, EngineInput};
@@ -45,22 +49,24 @@ pub enum CompactError {
     Store(#[from] StoreError),
 }
 
-/// Compacts a session's context and returns the view to send.
+/// Compacts a session's context and returns the view to send. The view's events come from
+/// `cache` when this replica has them, else from the store.
 pub async fn compact_session(
     store: &dyn Store,
     summarizer: Option<&dyn Summarizer>,
+    cache: &ViewCache,
     session_id: Uuid,
     request: CompactRequest,
 ) -> Result<Compacted, CompactError> {
+    let mut cached = cache.take(session_id);
     for _ in 0..ATTEMPTS {
         let (session, stored) = store
             .load_session_state(session_id)
             .await?
             .ok_or(CompactError::NotFound)?;
         let state = &stored.state;
-        let events = store
-            .view_events(session_id, state.checkpoint_seq, &state.kept)
-            .await?;
+        cached = cached.refresh(store, session_id, state).await?;
+        let events = cached.events();
         let head_seq = events
             .last()
             .map_or(state.checkpoint_seq, |e| e.seq)
@@ -70,7 +76,7 @@ pub async fn compact_session(
                 session_id,
                 config: &session.config,
                 state,
-                events: &events,
+                events,
                 head_seq,
                 tools_tokens: request.tools_tokens,
                 mode: request.mode,
@@ -81,6 +87,7 @@ pub async fn compact_session(
         )
         .await?;
         if request.mode == Mode::DryRun || !out.changed {
+            cache.put(session_id, cached);
             return Ok(Compacted {
                 messages: out.messages,
                 record: out.record,
@@ -97,6 +104,7 @@ pub async fn compact_session(
             )
             .await?;
         if saved {
+            cache.put(session_id, cached);
             return Ok(Compacted {
                 messages: out.messages,
                 record: out.record,

@@ -1,0 +1,144 @@
+//! A replica's memory of the events its views were made of.
+//!
+//! Events never change once appended, so a cached event is never stale: each compaction only
+//! reads from the database the events appended since the session's last compaction on this
+//! replica, instead of the whole view. The cache is an optimisation only: state lives in the
+//! database, and a replica that has nothing cached (or forgot it) reads everything again.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use uuid::Uuid;
+
+use crate::domain::event::Event;
+use crate::engine::view;
+use crate::engine::CompactionState;
+use crate::store::{Store, StoreError};
+
+/// The events of one session's view: those kept at or before `checkpoint`, then every event
+/// after it up to the newest read, in seq order.
+#[derive(Debug, Default)]
+pub struct CachedView {
+    checkpoint: i64,
+    events: Vec<Event>,
+}
+
+impl CachedView {
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    fn newest(&self) -> i64 {
+        self.events.last().map_or(self.checkpoint, |e| e.seq)
+    }
+
+    fn bytes(&self) -> usize {
+        self.events
+            .iter()
+            .map(|e| 256 + view::text_of(e).len())
+            .sum()
+    }
+
+    /// Brings the view to `state`, reading from the store only what it lacks.
+    pub async fn refresh(
+        mut self,
+        store: &dyn Store,
+        session_id: Uuid,
+        state: &CompactionState,
+    ) -> Result<Self, StoreError> {
+        // A checkpoint never moves back; a view cached before another replica moved it keeps
+        // only what the new state still shows.
+        if self.checkpoint > state.checkpoint_seq {
+            self = Self::default();
+        }
+        if !self.events.is_empty() {
+            self.events
+                .retain(|e| e.seq > state.checkpoint_seq || state.kept.contains(&e.seq));
+        }
+        let have: std::collections::HashSet<i64> = self.events.iter().map(|e| e.seq).collect();
+        let missing: Vec<i64> = state
+            .kept
+            .iter()
+            .copied()
+            .filter(|seq| !have.contains(seq))
+            .collect();
+        let after = self.newest().max(state.checkpoint_seq);
+        let fresh = store.view_events(session_id, after, &missing).await?;
+        if missing.is_empty() {
+            self.events.extend(fresh);
+        } else {
+            self.events.extend(fresh);
+            self.events.sort_by_key(|e| e.seq);
+        }
+        self.checkpoint = state.checkpoint_seq;
+        Ok(self)
+    }
+}
+
+/// Cached views by session, within a byte budget; the least recently used go first.
+pub struct ViewCache {
+    budget_bytes: usize,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    views: HashMap<Uuid, (CachedView, usize, u64)>,
+    bytes: usize,
+    clock: u64,
+}
+
+impl ViewCache {
+    /// A cache of at most `budget_bytes` of event text (0 keeps nothing).
+    pub fn new(budget_bytes: usize) -> Self {
+        Self {
+            budget_bytes,
+            inner: Mutex::default(),
+        }
+    }
+
+    /// Takes the session's view out of the cache (a concurrent compaction of the same session
+    /// then reads from the database, which is always correct).
+    pub fn take(&self, session_id: Uuid) -> CachedView {
+        let Ok(mut inner) = self.inner.lock() else {
+            return CachedView::default();
+        };
+        match inner.views.remove(&session_id) {
+            Some((view, bytes, _)) => {
+                inner.bytes -= bytes;
+                view
+            }
+            None => CachedView::default(),
+        }
+    }
+
+    /// Puts a view back, evicting the least recently used ones beyond the budget.
+    pub fn put(&self, session_id: Uuid, view: CachedView) {
+        let bytes = view.bytes();
+        if bytes > self.budget_bytes {
+            return;
+        }
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        inner.clock += 1;
+        let clock = inner.clock;
+        if let Some((_, old, _)) = inner.views.insert(session_id, (view, bytes, clock)) {
+            inner.bytes -= old;
+        }
+        inner.bytes += bytes;
+        while inner.bytes > self.budget_bytes {
+            let Some(oldest) = inner
+                .views
+                .iter()
+                .min_by_key(|(_, (_, _, used))| *used)
+                .map(|(id, _)| *id)
+            else {
+                break;
+            };
+            if let Some((_, freed, _)) = inner.views.remove(&oldest) {
+                inner.bytes -= freed;
+            }
+        }
+    }
+}

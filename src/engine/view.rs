@@ -92,34 +92,61 @@ fn head_of(text: &str, max_chars: usize) -> &str {
     text
 }
 
+/// The text a reduced event is cut from: a message's own content (borrowed, however large),
+/// or the rendering of a small non-message event.
+fn shown_text(event: &Event) -> std::borrow::Cow<'_, str> {
+    match &event.body {
+        EventBody::Message(m) => m.content.as_str().into(),
+        _ => full_message(event).content.into(),
+    }
+}
+
+/// An event's message with `content` in place of its own, without copying its own.
+fn reduced_message(event: &Event, content: String, projection: Projection) -> ViewMessage {
+    match &event.body {
+        EventBody::Message(m) => ViewMessage {
+            seq: Some(event.seq),
+            role: m.role,
+            content,
+            tool_calls: m.tool_calls.clone(),
+            tool_call_id: m.tool_call_id.clone(),
+            name: m.name.clone(),
+            is_error: m.is_error.unwrap_or(false),
+            projection,
+            tokens: 0,
+        },
+        _ => ViewMessage {
+            content,
+            projection,
+            tokens: 0,
+            ..full_message(event)
+        },
+    }
+}
+
 /// An event shown as its first lines and its observation reference, in at most `max_chars`
 /// characters of content. Its `tokens` are left for the caller to set (see [`cost`]).
 pub fn preview_message(event: &Event, max_chars: usize) -> ViewMessage {
-    let mut message = full_message(event);
-    let total = message.content.chars().count();
-    let shown = head_of(&message.content, max_chars);
+    let text = shown_text(event);
+    let total = text.chars().count();
+    let shown = head_of(&text, max_chars);
     let shown_chars = shown.chars().count();
-    message.content = format!(
+    let content = format!(
         "{shown}\n[… {} more characters offloaded; recall {}?offset={shown_chars}]",
         total - shown_chars,
         observation_uri(event.seq)
     );
-    message.projection = Projection::Preview;
-    message.tokens = 0;
-    message
+    reduced_message(event, content, Projection::Preview)
 }
 
 /// An event shown only by its observation reference. Its `tokens` are left for the caller.
 pub fn reference_message(event: &Event) -> ViewMessage {
-    let mut message = full_message(event);
-    message.content = format!(
+    let content = format!(
         "[{} characters offloaded; recall {}]",
-        message.content.chars().count(),
+        shown_text(event).chars().count(),
         observation_uri(event.seq)
     );
-    message.projection = Projection::Reference;
-    message.tokens = 0;
-    message
+    reduced_message(event, content, Projection::Reference)
 }
 
 /// Tokens of a message built by ctxd (not stored with an event).

@@ -194,7 +194,7 @@ async fn count_tokens(
     tokenizer: Tokenizer,
     events: Vec<NewEvent>,
 ) -> Result<Vec<CountedEvent>, ApiError> {
-    let text_bytes: usize = events.iter().map(|e| approximate_text_bytes(e)).sum();
+    let text_bytes: usize = events.iter().map(approximate_text_bytes).sum();
     let workers = if text_bytes < PARALLEL_COUNT_BYTES {
         1
     } else {

@@ -111,7 +111,8 @@ on_both_backends! {
         let first = app.append(&id, json!([user("hi"), call("open"), call("done"), result("done")])).await;
         assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
 
-        let cases: Vec<(&str, Value, Vec<(i64, &str)>)> = vec![
+        type Case = (&'static str, Value, Vec<(i64, &'static str)>);
+        let cases: Vec<Case> = vec![
             ("unknown type", json!([user("a"), {"type": "thought", "content": "x"}]), vec![(1, "type")]),
             ("unknown role", json!([{"type": "message", "role": "bot", "content": "x"}]), vec![(0, "role")]),
             ("unknown field", json!([{"type": "note", "content": "x", "colour": 1}]), vec![(0, "colour")]),

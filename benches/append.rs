@@ -23,6 +23,10 @@
 //! comes from `CTXD_TEST_DATABASE_URL` (a fresh schema, dropped at the end). Choose backends
 //! with `CTXD_BENCH_BACKENDS=sqlite` (or `postgres`, or `sqlite,postgres`, the default).
 
+mod common;
+
+use common::Gen;
+
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -566,36 +570,8 @@ const TYPES: &[&str] = &[
     "String", "Vec<u8>", "Option<i64>", "HashMap<String, Value>", "Result<(), Error>", "usize",
 ];
 
-/// A deterministic generator of realistic text (xorshift64*).
-struct Gen(u64);
-
+/// Realistic text from the shared deterministic generator.
 impl Gen {
-    fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A number in `lo..hi`.
-    fn between(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.next() % (hi - lo) as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.between(0, items.len())]
-    }
-
-    fn hex(&mut self, digits: usize) -> String {
-        (0..digits)
-            .map(|_| char::from_digit((self.next() % 16) as u32, 16).expect("hex digit"))
-            .collect()
-    }
-
     /// A sentence of 6 to 19 words: under 200 bytes.
     fn sentence(&mut self) -> String {
         let n = self.between(6, 20);

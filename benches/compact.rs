@@ -30,6 +30,10 @@
 //! with `CTXD_BENCH_SIZES=1000,10000` (default 1000,10000,100000). Without
 //! `CTXD_TEST_DATABASE_URL` only the in-process part runs.
 
+mod common;
+
+use common::Gen as Rng;
+
 use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -843,32 +847,6 @@ fn plain(role: Role, content: String) -> Message {
 
 fn message(role: Role, content: String) -> EventBody {
     EventBody::Message(plain(role, content))
-}
-
-/// xorshift64*: deterministic, dependency-free.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A number in `0..n`.
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// A number in `lo..hi`.
-    fn between(&mut self, lo: usize, hi: usize) -> usize {
-        lo + self.below(hi - lo)
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
 }
 
 // --- Results -----------------------------------------------------------------------------------

@@ -9,6 +9,10 @@
 //!
 //! Run with `cargo bench --bench tokenizers`.
 
+mod common;
+
+use common::Gen;
+
 use std::time::{Duration, Instant};
 
 /// Total size of the corpus, in bytes.
@@ -404,36 +408,8 @@ const NON_ASCII: &[&str] = &[
     "✅ build passed 🚀 deploy started ⚠️ 3 warnings ❌ 1 test failed 🔁 retrying…",
 ];
 
-/// A deterministic generator of realistic text (xorshift64*).
-struct Gen(u64);
-
+/// Realistic text from the shared deterministic generator.
 impl Gen {
-    fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A number in `lo..hi`.
-    fn between(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.next() % (hi - lo) as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.between(0, items.len())]
-    }
-
-    fn hex(&mut self, digits: usize) -> String {
-        (0..digits)
-            .map(|_| char::from_digit((self.next() % 16) as u32, 16).expect("hex digit"))
-            .collect()
-    }
-
     fn sentence(&mut self) -> String {
         let n = self.between(6, 20);
         let mut s: String = (0..n)

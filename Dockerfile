@@ -7,7 +7,7 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 RUN mkdir -p src benches \
  && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
- && echo 'fn main() {}' > benches/append.rs && echo 'fn main() {}' > benches/tokenizers.rs \
+ && for bench in append compact tokenizers; do echo 'fn main() {}' > "benches/$bench.rs"; done \
  && cargo build --release --locked \
  && rm -rf src benches
 COPY src src

@@ -76,7 +76,8 @@ pub fn render_openai(messages: &[ViewMessage]) -> Value {
     json!({ "messages": rendered })
 }
 
-/// `{"system": "...", "messages": [...]}` in Anthropic Messages form: system prompts joined by
+/// `{"system": "...", "messages": [...]}` in Anthropic Messages form (`system` only when there
+/// is one): system prompts joined by
 /// blank lines; user and assistant strictly alternating, starting with the user; all results of
 /// an assistant turn as `tool_result` blocks leading the next user message.
 pub fn render_anthropic(messages: &[ViewMessage]) -> Value {
@@ -106,10 +107,12 @@ pub fn render_anthropic(messages: &[ViewMessage]) -> Value {
             },
         }
     }
-    json!({
-        "system": system.join("\n\n"),
-        "messages": turns.into_messages(),
-    })
+    // `system` is optional; an empty one is left out rather than sent blank.
+    let mut request = json!({ "messages": turns.into_messages() });
+    if !system.is_empty() {
+        request["system"] = system.join("\n\n").into();
+    }
+    request
 }
 
 /// `{"items": [...]}`: the view's messages as ctxd holds them.
@@ -831,6 +834,13 @@ mod tests {
                 ],
             })
         );
+    }
+
+    #[test]
+    fn anthropic_leaves_out_an_empty_system() {
+        let anthropic = render_anthropic(&[user("hi")]);
+        assert!(anthropic.get("system").is_none(), "{anthropic}");
+        assert_eq!(validate_anthropic(&anthropic), Ok(()));
     }
 
     #[test]

@@ -170,12 +170,7 @@ async fn list_compactions(
     Path(id): Path<Uuid>,
     Query(params): Query<CompactionListParams>,
 ) -> Result<Json<CompactionPage>, ApiError> {
-    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit must be between 1 and {MAX_PAGE}"
-        )));
-    }
+    let limit = extract::page_limit(params.limit, DEFAULT_PAGE, MAX_PAGE)?;
     state
         .store
         .get_session(id)

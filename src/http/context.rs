@@ -12,6 +12,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::error::{ApiError, Problem};
+use super::extract;
 use super::AppState;
 use crate::domain::compaction::{Anchors, ItemState, Tier};
 use crate::domain::event::{EventType, Role};
@@ -157,12 +158,7 @@ async fn context(
     Path(id): Path<Uuid>,
     Query(params): Query<ContextParams>,
 ) -> Result<Json<ContextResponse>, ApiError> {
-    let limit = params.limit.unwrap_or(DEFAULT_ITEMS);
-    if !(1..=MAX_ITEMS).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit must be between 1 and {MAX_ITEMS}"
-        )));
-    }
+    let limit = extract::page_limit(params.limit, DEFAULT_ITEMS, MAX_ITEMS)?;
     let (session, stored) = state
         .store
         .load_session_state(id)
@@ -299,12 +295,7 @@ async fn observation(
     Query(params): Query<SliceParams>,
 ) -> Result<Json<Observation>, ApiError> {
     let offset = params.offset.unwrap_or(0);
-    let limit = params.limit.unwrap_or(DEFAULT_SLICE);
-    if !(1..=MAX_SLICE).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit must be between 1 and {MAX_SLICE}"
-        )));
-    }
+    let limit = extract::page_limit(params.limit, DEFAULT_SLICE, MAX_SLICE)?;
     let event = state
         .store
         .get_event(id, seq)

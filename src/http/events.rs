@@ -278,12 +278,7 @@ async fn list_events(
     if after_seq < 0 {
         return Err(ApiError::BadRequest("after_seq must be 0 or more".into()));
     }
-    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit must be between 1 and {MAX_PAGE}"
-        )));
-    }
+    let limit = extract::page_limit(params.limit, DEFAULT_PAGE, MAX_PAGE)?;
     // Events first, then the head: the head is then never behind the page.
     let events = state.store.list_events(id, after_seq, limit).await?;
     let session = state

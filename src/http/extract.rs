@@ -50,6 +50,20 @@ fn is_json(headers: &HeaderMap) -> bool {
         || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
+/// A `limit` query parameter: `default` when absent, else it must be 1 to `max`.
+pub fn page_limit<T>(given: Option<T>, default: T, max: T) -> Result<T, ApiError>
+where
+    T: Copy + PartialOrd + From<u8> + std::fmt::Display,
+{
+    let limit = given.unwrap_or(default);
+    if limit < T::from(1) || limit > max {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be between 1 and {max}"
+        )));
+    }
+    Ok(limit)
+}
+
 /// Parses a JSON body, turning serde's errors into problems that name the field.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);

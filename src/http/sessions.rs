@@ -128,13 +128,8 @@ async fn list_sessions(
     for (name, value) in params {
         match name.as_str() {
             "limit" => {
-                filter.limit = value
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=MAX_PAGE).contains(n))
-                    .ok_or_else(|| {
-                        ApiError::BadRequest(format!("limit must be between 1 and {MAX_PAGE}"))
-                    })?;
+                filter.limit =
+                    extract::page_limit(Some(value.parse().unwrap_or(0)), DEFAULT_PAGE, MAX_PAGE)?;
             }
             "cursor" => {
                 filter.before = Some(Uuid::parse_str(&value).map_err(|_| {

@@ -182,6 +182,9 @@ impl From<StoreError> for ApiError {
             StoreError::Database(sqlx::Error::PoolTimedOut) => {
                 Self::Unavailable("the database is overloaded; retry shortly".into())
             }
+            StoreError::Database(sqlx::Error::Io(e)) => Self::Unavailable(format!(
+                "the connection to the database failed ({e}); retry"
+            )),
             other => Self::Internal(other.to_string()),
         }
     }

@@ -378,9 +378,13 @@ impl Store for SqliteStore {
         after_seq: i64,
         also: &[i64],
     ) -> Result<Vec<Event>, StoreError> {
+        // Two index range scans rather than one scan of the session filtered by an OR.
         sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ?1 \
-             AND (seq > ?2 OR seq IN (SELECT value FROM json_each(?3))) ORDER BY seq"
+            "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ?1 AND seq > ?2 \
+             UNION ALL \
+             SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ?1 AND seq <= ?2 \
+             AND seq IN (SELECT value FROM json_each(?3)) \
+             ORDER BY seq"
         ))
         .bind(session_id.to_string())
         .bind(after_seq)

@@ -40,17 +40,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use ctxd::compaction::{self, cache::CachedView};
 use ctxd::domain::compaction::{CompactionRecord, Mode, Tier};
 use ctxd::domain::event::{Event, EventBody, Message, Role, ToolCall};
 use ctxd::domain::session::SessionConfig;
-use ctxd::engine::render::render_openai;
+use ctxd::engine::render::{rendered, Format, Rendered};
 use ctxd::engine::{self, CompactionState, EngineInput, EngineOutput};
 use ctxd::store::{PostgresStore, Store};
 use ctxd::tokens::Tokenizer;
 use ctxd::{app, AppState, Limits};
 use serde::Serialize;
 use serde_json::{json, Value};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
@@ -89,7 +90,7 @@ async fn main() {
             let service = Service::start(&url).await;
             for &size in &sizes {
                 eprintln!("http on postgres: {size} events…");
-                http.push(service.run(size, &config).await);
+                http.push(service.run(size).await);
             }
             service.stop(&url).await;
         }
@@ -180,8 +181,9 @@ impl<'c> MemorySession<'c> {
         (all, reduced)
     }
 
-    /// One compaction as `compact_session` runs it; only the engine is timed.
-    async fn compact(&mut self) -> (EngineOutput, Duration) {
+    /// One compaction as `compact_session` runs it, then the answer as the handler makes it;
+    /// the engine, rendering and serialising timed apart.
+    async fn compact(&mut self) -> Turn {
         let events = self.view_events();
         let state = &self.state;
         let head_seq = events
@@ -189,7 +191,7 @@ impl<'c> MemorySession<'c> {
             .map_or(state.checkpoint_seq, |e| e.seq)
             .max(state.checkpoint_seq);
         let started = Instant::now();
-        let mut out = engine::compact(
+        let out = engine::compact(
             EngineInput {
                 session_id: self.id,
                 config: self.config,
@@ -205,20 +207,55 @@ impl<'c> MemorySession<'c> {
         )
         .await
         .expect("compaction");
-        let elapsed = started.elapsed();
+        let engine = started.elapsed();
+        let (render, serialise, body) = respond(&out);
+        let turn = Turn {
+            record: out.record,
+            messages: out.messages.len(),
+            engine,
+            render,
+            serialise,
+            body_bytes: body.len(),
+        };
         if out.changed {
-            self.state = std::mem::take(&mut out.state);
+            self.state = out.state;
         }
-        (out, elapsed)
+        turn
     }
+}
+
+/// One measured compaction.
+struct Turn {
+    record: CompactionRecord,
+    messages: usize,
+    engine: Duration,
+    render: Duration,
+    serialise: Duration,
+    body_bytes: usize,
 }
 
 /// The body `POST /sessions/{id}/compact` answers with.
 #[derive(Serialize)]
 struct CompactResponse<'a> {
-    view: &'a Value,
+    view: Rendered<'a>,
     record: &'a CompactionRecord,
     persisted: bool,
+}
+
+/// The answer to a compact call as the handler makes it (OpenAI format), rendering and
+/// serialising timed apart.
+fn respond(out: &EngineOutput<'_>) -> (Duration, Duration, Vec<u8>) {
+    let started = Instant::now();
+    let view = rendered(Format::Openai, &out.messages);
+    let render = started.elapsed();
+    let started = Instant::now();
+    let body = serde_json::to_vec(&CompactResponse {
+        view,
+        record: &out.record,
+        persisted: out.changed,
+    })
+    .expect("serialise");
+    (render, started.elapsed(), body)
 }
 
 struct InProcessResult {
@@ -272,29 +309,17 @@ async fn run_in_process(size: usize, config: &SessionConfig) -> InProcessResult 
         let (all, reduced) = session.loaded_chars();
         result.loaded_chars.add(all as f64);
         result.reduced_chars.add(reduced as f64);
-        let (out, engine_time) = session.compact().await;
-        result.engine.push(engine_time);
-        result.tiers.add(out.record.tier, out.record.acted);
-
-        let started = Instant::now();
-        let view = render_openai(&out.messages);
-        result.render.push(started.elapsed());
-        let started = Instant::now();
-        let body = serde_json::to_vec(&CompactResponse {
-            view: &view,
-            record: &out.record,
-            persisted: out.changed,
-        })
-        .expect("serialise");
-        result.serialise.push(started.elapsed());
-
-        result.view_messages.add(out.messages.len() as f64);
-        result.view_tokens.add(out.record.tokens_after as f64);
-        result.body_bytes.add(body.len() as f64);
+        let turn = session.compact().await;
+        result.engine.push(turn.engine);
+        result.tiers.add(turn.record.tier, turn.record.acted);
+        result.render.push(turn.render);
+        result.serialise.push(turn.serialise);
+        result.view_messages.add(turn.messages as f64);
+        result.view_tokens.add(turn.record.tokens_after as f64);
+        result.body_bytes.add(turn.body_bytes as f64);
     }
     for _ in 0..IDLE_CALLS {
-        let (_, engine_time) = session.compact().await;
-        result.idle.push(engine_time);
+        result.idle.push(session.compact().await.engine);
     }
     result.end_size = session.head();
     result
@@ -325,11 +350,12 @@ struct HttpResult {
 #[derive(Default)]
 struct Phases {
     turns: usize,
-    /// The handler and `compact_session` each read the session.
-    get_session: Samples,
-    load_state: Samples,
-    view_events: Samples,
+    /// The session, its compaction state and the events appended since the last call (two
+    /// queries at once, as `compaction::load` runs them).
+    load: Samples,
+    /// Events in the view, and of them read from the store.
     view_events_count: Mean,
+    view_events_read: Mean,
     engine: Samples,
     /// Only when the compaction changed something.
     save: Samples,
@@ -344,8 +370,7 @@ impl Service {
         let options = PgConnectOptions::from_str(url)
             .expect("parse CTXD_TEST_DATABASE_URL")
             .options([("search_path", schema.as_str())]);
-        let pool = PgPoolOptions::new()
-            .max_connections(DB_CONNECTIONS)
+        let pool = PostgresStore::pool_options(DB_CONNECTIONS)
             .connect_with(options)
             .await
             .expect("connect to CTXD_TEST_DATABASE_URL");
@@ -412,7 +437,7 @@ impl Service {
             .await
     }
 
-    async fn run(&self, size: usize, config: &SessionConfig) -> HttpResult {
+    async fn run(&self, size: usize) -> HttpResult {
         let started = Instant::now();
         let (_, created) = self.post("/sessions", "{}".into()).await;
         let created: Value = serde_json::from_slice(&created).expect("session");
@@ -449,9 +474,10 @@ impl Service {
             idle.push(self.compact(session).await.0);
         }
         let mut phases = Phases::default();
+        let mut cached = None;
         for _ in 0..PHASE_TURNS {
             self.append(session, &mut head, agent.turn()).await;
-            self.replay(session, config, &mut phases).await;
+            self.replay(session, &mut cached, &mut phases).await;
         }
         HttpResult {
             size,
@@ -465,27 +491,25 @@ impl Service {
         }
     }
 
-    /// One compaction as the handler and `compact_session` run it, each step timed.
-    async fn replay(&self, session: Uuid, config: &SessionConfig, phases: &mut Phases) {
+    /// One compaction as the handler and `compact_session` run it, each step timed, with a
+    /// view cache of its own (as a replica keeps one).
+    async fn replay(&self, session: Uuid, cached: &mut Option<CachedView>, phases: &mut Phases) {
         let store = self.store.as_ref();
+        let before = cached.as_ref().map_or(0, |c| c.events().len());
         let started = Instant::now();
-        store.get_session(session).await.expect("session");
-        store.get_session(session).await.expect("session");
-        phases.get_session.push(started.elapsed());
-
-        let started = Instant::now();
-        let stored = store.load_state(session).await.expect("state");
-        phases.load_state.push(started.elapsed());
+        let (row, stored, view) =
+            compaction::load(store, session, cached.take().unwrap_or_default())
+                .await
+                .expect("session, state and view");
+        phases.load.push(started.elapsed());
+        phases.view_events_count.add(view.events().len() as f64);
+        phases
+            .view_events_read
+            .add(view.events().len().saturating_sub(before) as f64);
 
         let state = &stored.state;
-        let started = Instant::now();
-        let events = store
-            .view_events(session, state.checkpoint_seq, &state.kept)
-            .await
-            .expect("view events");
-        phases.view_events.push(started.elapsed());
-        phases.view_events_count.add(events.len() as f64);
 
+        let events = view.events();
         let head_seq = events
             .last()
             .map_or(state.checkpoint_seq, |e| e.seq)
@@ -494,9 +518,9 @@ impl Service {
         let out = engine::compact(
             EngineInput {
                 session_id: session,
-                config,
+                config: &row.config,
                 state,
-                events: &events,
+                events,
                 head_seq,
                 tools_tokens: 0,
                 mode: Mode::Auto,
@@ -525,18 +549,12 @@ impl Service {
             assert!(saved, "nothing else compacts this session");
         }
 
-        let started = Instant::now();
-        let view = render_openai(&out.messages);
-        phases.render.push(started.elapsed());
-        let started = Instant::now();
-        serde_json::to_vec(&CompactResponse {
-            view: &view,
-            record: &out.record,
-            persisted: out.changed,
-        })
-        .expect("serialise");
-        phases.serialise.push(started.elapsed());
+        let (render, serialise, _) = respond(&out);
+        phases.render.push(render);
+        phases.serialise.push(serialise);
         phases.turns += 1;
+        drop(out);
+        *cached = Some(view);
     }
 }
 
@@ -1024,35 +1042,18 @@ fn report(in_process: &[InProcessResult], http: &[HttpResult]) {
              more turns per size (mean ms per turn; p50 in brackets):"
         );
         println!(
-            "{:>9} | {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} | {:>7} {:>8}",
-            "events",
-            "get_session×2",
-            "load_state",
-            "view_events",
-            "engine",
-            "save",
-            "render",
-            "serialise",
-            "sum",
-            "http−sum"
+            "{:>9} | {:>13} {:>13} {:>13} {:>13} {:>13} | {:>7} {:>8}",
+            "events", "load", "engine", "save", "render", "serialise", "sum", "http−sum"
         );
         for r in http {
             let p = &r.phases;
             let cell = |s: &Samples| format!("{:.3} ({:.3})", s.mean(), s.p50());
             let save = p.save.per_turn(p.turns);
-            let sum = p.get_session.mean()
-                + p.load_state.mean()
-                + p.view_events.mean()
-                + p.engine.mean()
-                + save
-                + p.render.mean()
-                + p.serialise.mean();
+            let sum = p.load.mean() + p.engine.mean() + save + p.render.mean() + p.serialise.mean();
             println!(
-                "{:>9} | {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} | {:>7.3} {:>8.3}",
+                "{:>9} | {:>13} {:>13} {:>13} {:>13} {:>13} | {:>7.3} {:>8.3}",
                 r.size,
-                cell(&p.get_session),
-                cell(&p.load_state),
-                cell(&p.view_events),
+                cell(&p.load),
                 cell(&p.engine),
                 format!("{save:.3} ({}×)", p.save.0.len()),
                 cell(&p.render),
@@ -1063,9 +1064,10 @@ fn report(in_process: &[InProcessResult], http: &[HttpResult]) {
         }
         for r in http {
             println!(
-                "  {:>7} events: view_events returned {:.0} events per call",
+                "  {:>7} events: the view held {:.0} events; {:.1} were read per call",
                 r.size,
-                r.phases.view_events_count.get()
+                r.phases.view_events_count.get(),
+                r.phases.view_events_read.get()
             );
         }
     }

@@ -39,12 +39,28 @@ impl CachedView {
             .sum()
     }
 
-    /// Brings the view to `state`, reading from the store only what it lacks.
+    /// The newest seq read, when anything is cached: the events after it are all a warm view
+    /// lacks, and can be read before the state is known (see [`CachedView::extend`]).
+    pub fn newest_read(&self) -> Option<i64> {
+        self.events.last().map(|e| e.seq)
+    }
+
+    /// Adds events read after [`CachedView::newest_read`].
+    pub fn extend(&mut self, newer: Vec<Event>) {
+        let newest = self.newest();
+        self.events
+            .extend(newer.into_iter().filter(|e| e.seq > newest));
+    }
+
+    /// Brings the view to `state`, reading from the store only what it lacks. `current` says
+    /// that the events after the newest cached one were just read (by [`CachedView::extend`]):
+    /// then the store is asked only for what `state` shows that the view does not hold.
     pub async fn refresh(
         mut self,
         store: &dyn Store,
         session_id: Uuid,
         state: &CompactionState,
+        current: bool,
     ) -> Result<Self, StoreError> {
         // A checkpoint never moves back; a view cached before another replica moved it keeps
         // only what the new state still shows.
@@ -63,12 +79,14 @@ impl CachedView {
             .filter(|seq| !have.contains(seq))
             .collect();
         let after = self.newest().max(state.checkpoint_seq);
-        let fresh = store.view_events(session_id, after, &missing).await?;
-        if missing.is_empty() {
+        // What the state saw (up to its last view's head) must be in the view.
+        let complete = current && missing.is_empty() && state.last_view.head_seq <= after;
+        if !complete {
+            let fresh = store.view_events(session_id, after, &missing).await?;
             self.events.extend(fresh);
-        } else {
-            self.events.extend(fresh);
-            self.events.sort_by_key(|e| e.seq);
+            if !missing.is_empty() {
+                self.events.sort_by_key(|e| e.seq);
+            }
         }
         self.checkpoint = state.checkpoint_seq;
         Ok(self)

@@ -8,11 +8,12 @@ pub mod cache;
 use chrono::Utc;
 use uuid::Uuid;
 
-use cache::ViewCache;
+use cache::{CachedView, ViewCache};
 
 use crate::domain::compaction::{CompactionRecord, Mode, ViewMessage};
+use crate::domain::session::Session;
 use crate::engine::{self, EngineError, EngineInput};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoredState};
 use crate::summarize::Summarizer;
 
 /// How many times a compaction starts again after losing a race before giving up.
@@ -27,10 +28,10 @@ pub struct CompactRequest {
     pub tools_tokens: i64,
 }
 
-/// The view and the record that explains it.
+/// The view, as the caller presented it, and the record that explains it.
 #[derive(Debug)]
-pub struct Compacted {
-    pub messages: Vec<ViewMessage>,
+pub struct Compacted<V> {
+    pub view: V,
     pub record: CompactionRecord,
     /// Whether the state and the record were written (false for dry runs and for calls that
     /// changed nothing).
@@ -49,23 +50,22 @@ pub enum CompactError {
     Store(#[from] StoreError),
 }
 
-/// Compacts a session's context and returns the view to send. The view's events come from
-/// `cache` when this replica has them, else from the store.
-pub async fn compact_session(
+/// Compacts a session's context and returns the view to send, as `present` makes it from the
+/// view's messages (which borrow from the events, so nothing is copied unless `present` copies
+/// it). The view's events come from `cache` when this replica has them, else from the store.
+pub async fn compact_session<V>(
     store: &dyn Store,
     summarizer: Option<&dyn Summarizer>,
     cache: &ViewCache,
     session_id: Uuid,
     request: CompactRequest,
-) -> Result<Compacted, CompactError> {
+    present: impl FnOnce(&[ViewMessage<'_>]) -> V,
+) -> Result<Compacted<V>, CompactError> {
     let mut cached = cache.take(session_id);
     for _ in 0..ATTEMPTS {
-        let (session, stored) = store
-            .load_session_state(session_id)
-            .await?
-            .ok_or(CompactError::NotFound)?;
+        let (session, stored, view) = load(store, session_id, cached).await?;
+        cached = view;
         let state = &stored.state;
-        cached = cached.refresh(store, session_id, state).await?;
         let events = cached.events();
         let head_seq = events
             .last()
@@ -86,34 +86,57 @@ pub async fn compact_session(
             summarizer,
         )
         .await?;
-        if request.mode == Mode::DryRun || !out.changed {
+        let persist = request.mode != Mode::DryRun && out.changed;
+        let saved = persist
+            && store
+                .save_compaction(
+                    session_id,
+                    stored.version,
+                    &out.state,
+                    Some(&out.record),
+                    &out.folded,
+                )
+                .await?;
+        if saved || !persist {
+            let view = present(&out.messages);
+            let record = out.record;
+            // The messages borrow the cached events: done with them, the cache takes them back.
+            drop(out.messages);
             cache.put(session_id, cached);
             return Ok(Compacted {
-                messages: out.messages,
-                record: out.record,
-                persisted: false,
-            });
-        }
-        let saved = store
-            .save_compaction(
-                session_id,
-                stored.version,
-                &out.state,
-                Some(&out.record),
-                &out.folded,
-            )
-            .await?;
-        if saved {
-            cache.put(session_id, cached);
-            return Ok(Compacted {
-                messages: out.messages,
-                record: out.record,
-                persisted: true,
+                view,
+                record,
+                persisted: saved,
             });
         }
         tracing::debug!(%session_id, "a concurrent compaction won; starting again from its state");
     }
     Err(CompactError::Contended)
+}
+
+/// Loads a session, its compaction state and the events of its view, on top of what `cached`
+/// holds. When the cache is warm, the events appended since are read while the state loads.
+pub async fn load(
+    store: &dyn Store,
+    session_id: Uuid,
+    mut cached: CachedView,
+) -> Result<(Session, StoredState, CachedView), CompactError> {
+    let (loaded, current) = match cached.newest_read() {
+        Some(newest) => {
+            let (loaded, newer) = tokio::join!(
+                store.load_session_state(session_id),
+                store.view_events(session_id, newest, &[])
+            );
+            cached.extend(newer?);
+            (loaded?, true)
+        }
+        None => (store.load_session_state(session_id).await?, false),
+    };
+    let (session, stored) = loaded.ok_or(CompactError::NotFound)?;
+    let view = cached
+        .refresh(store, session_id, &stored.state, current)
+        .await?;
+    Ok((session, stored, view))
 }
 
 /// Folds the provider's real input-token count for a view into the session's calibration.

@@ -1,6 +1,8 @@
 //! The vocabulary of compaction: tiers, item states and projections, anchors, summaries, the
 //! messages of a view, and the record that explains one compaction.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -174,25 +176,49 @@ pub enum Trigger {
     OverflowRetry,
 }
 
-/// One message of a view, before it is rendered for a provider.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ViewMessage {
+/// One message of a view, before it is rendered for a provider. It borrows what it shows from
+/// the events it is made of, so that building a view copies no content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ViewMessage<'a> {
     /// The event shown; absent for the summary message and placeholder results.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seq: Option<i64>,
     pub role: Role,
-    pub content: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCall>,
+    pub content: Cow<'a, str>,
+    #[serde(default, skip_serializing_if = "no_calls")]
+    pub tool_calls: Cow<'a, [ToolCall]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
+    pub tool_call_id: Option<Cow<'a, str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Cow<'a, str>>,
     #[serde(default)]
     pub is_error: bool,
     pub projection: Projection,
     /// Tokens this message costs in the view.
     pub tokens: i64,
+}
+
+// serde's `skip_serializing_if` passes the field itself.
+#[allow(clippy::ptr_arg)]
+fn no_calls(calls: &Cow<'_, [ToolCall]>) -> bool {
+    calls.is_empty()
+}
+
+impl ViewMessage<'_> {
+    /// The message with everything it borrows copied.
+    pub fn into_owned(self) -> ViewMessage<'static> {
+        ViewMessage {
+            seq: self.seq,
+            role: self.role,
+            content: Cow::Owned(self.content.into_owned()),
+            tool_calls: Cow::Owned(self.tool_calls.into_owned()),
+            tool_call_id: self.tool_call_id.map(|id| Cow::Owned(id.into_owned())),
+            name: self.name.map(|name| Cow::Owned(name.into_owned())),
+            is_error: self.is_error,
+            projection: self.projection,
+            tokens: self.tokens,
+        }
+    }
 }
 
 /// An item shown by reference to its observation.

@@ -13,10 +13,11 @@ use crate::domain::compaction::{
     CompactionRecord, Mode, OffloadedItem, Projection, Reason, Repairs, SummarizerInfo, Summary,
     Tier, Trigger, ViewMessage,
 };
+use crate::domain::event::ToolCall;
 use crate::domain::event::{Event, EventBody, Role};
 use crate::domain::session::{Policy, SessionConfig, Thresholds};
 use crate::summarize::{self, Summarizer, SummaryRequest};
-use crate::tokens::Tokenizer;
+use crate::tokens::{Tokenizer, MESSAGE_OVERHEAD};
 
 /// Everything a compaction looks at.
 pub struct EngineInput<'a> {
@@ -37,9 +38,9 @@ pub struct EngineInput<'a> {
 
 /// What a compaction decided.
 #[derive(Debug)]
-pub struct EngineOutput {
-    /// The view, valid for every provider (tool pairs repaired).
-    pub messages: Vec<ViewMessage>,
+pub struct EngineOutput<'a> {
+    /// The view, valid for every provider (tool pairs repaired), borrowing from the events.
+    pub messages: Vec<ViewMessage<'a>>,
     pub state: CompactionState,
     pub record: CompactionRecord,
     /// Runs of seqs newly folded into the summary.
@@ -76,7 +77,7 @@ pub fn tier_for(utilization: f64, t: &Thresholds) -> Tier {
     }
 }
 
-/// An item after the checkpoint and how it is shown.
+/// An item of the view and how it is shown.
 #[derive(Debug, Clone)]
 struct Live<'a> {
     event: &'a Event,
@@ -85,17 +86,47 @@ struct Live<'a> {
     tokens: i64,
     reason: Reason,
     by: Option<Uuid>,
+    /// The event's content characters, when known without counting them.
+    chars: Option<i64>,
 }
 
-impl Live<'_> {
-    fn message(&self) -> ViewMessage {
+impl<'a> Live<'a> {
+    fn message(&self) -> ViewMessage<'a> {
         let mut message = match self.projection {
-            Projection::Preview => view::preview_message(self.event, view::PREVIEW_CHARS),
-            Projection::Reference => view::reference_message(self.event),
+            Projection::Preview => {
+                view::preview_message(self.event, view::PREVIEW_CHARS, self.chars())
+            }
+            Projection::Reference => view::reference_message(self.event, self.chars()),
             _ => view::full_message(self.event),
         };
         message.tokens = self.tokens;
         message
+    }
+
+    fn chars(&self) -> i64 {
+        self.chars
+            .unwrap_or_else(|| view::content_chars(self.event))
+    }
+
+    /// The item shown as `projection` with `tokens`, reduced by compaction `by`.
+    fn reduced(&self, projection: Projection, tokens: i64, reason: Reason, by: Uuid) -> Self {
+        Live {
+            event: self.event,
+            projection,
+            tokens,
+            reason,
+            by: Some(by),
+            chars: Some(self.chars()),
+        }
+    }
+
+    /// What tool-pair repair looks at: the message's role, the call it answers and the calls it
+    /// issues (the same whatever the projection).
+    fn pairing(&self) -> Pairing<'a> {
+        match &self.event.body {
+            EventBody::Message(m) => (m.role, m.tool_call_id.as_deref(), &m.tool_calls),
+            _ => (Role::User, None, &[]),
+        }
     }
 }
 
@@ -110,7 +141,9 @@ struct Working<'a> {
     kept: Vec<Live<'a>>,
     live: Vec<Live<'a>>,
     summary: Summary,
-    summary_message: Option<ViewMessage>,
+    summary_message: Option<ViewMessage<'static>>,
+    /// How many characters of the summary message an emergency left (see `shrink_summary`).
+    summary_cap: Option<usize>,
 }
 
 /// System prompts and pinned events are never folded or reduced.
@@ -135,6 +168,7 @@ impl<'a> Working<'a> {
                     tokens: r.tokens_in_view,
                     reason: r.reason,
                     by: Some(r.compaction_id),
+                    chars: (r.chars > 0).then_some(r.chars),
                 },
                 None => Live {
                     event,
@@ -142,6 +176,7 @@ impl<'a> Working<'a> {
                     tokens: event.tokens,
                     reason: Reason::WithinBudget,
                     by: None,
+                    chars: None,
                 },
             };
             if event.seq <= state.checkpoint_seq {
@@ -158,16 +193,19 @@ impl<'a> Working<'a> {
             live,
             summary: state.summary.clone(),
             summary_message: None,
+            summary_cap: state.summary_cap,
         };
         // The stored cost spares recounting the summary on calls that change nothing.
-        working.summary_message = working.build_summary_message(false);
+        working.summary_message = working
+            .build_summary_message(false)
+            .and_then(|m| cut_summary(m, state.summary_cap));
         if let Some(m) = working.summary_message.as_mut() {
             m.tokens = state.summary_tokens;
         }
         working
     }
 
-    fn build_summary_message(&self, count: bool) -> Option<ViewMessage> {
+    fn build_summary_message(&self, count: bool) -> Option<ViewMessage<'static>> {
         let refs: Vec<ReducedRef> = self
             .kept
             .iter()
@@ -175,7 +213,7 @@ impl<'a> Working<'a> {
             .filter(|l| matches!(l.projection, Projection::Preview | Projection::Reference))
             .map(|l| ReducedRef {
                 seq: l.event.seq,
-                chars: view::content_chars(l.event),
+                chars: l.chars(),
                 tool_call_id: l.event.body.tool_call_id().map(str::to_owned),
                 tool_name: match &l.event.body {
                     EventBody::Message(m) => m.name.clone(),
@@ -193,18 +231,22 @@ impl<'a> Working<'a> {
 
     fn refresh_summary_message(&mut self) {
         self.summary_message = self.build_summary_message(true);
+        self.summary_cap = None;
+    }
+
+    /// The view's items in the order they are shown (the summary message aside): kept system
+    /// prompts, the other kept items, then the items after the checkpoint.
+    fn in_order(&self) -> impl Iterator<Item = &Live<'a>> {
+        let is_system = |l: &&Live| l.event.body.role() == Some(Role::System);
+        let system = self.kept.iter().filter(is_system);
+        let other = self.kept.iter().filter(move |l| !is_system(l));
+        system.chain(other).chain(&self.live)
     }
 
     /// The view's messages with tool pairs repaired, and their total tokens.
-    fn render(&self) -> (Vec<ViewMessage>, Repairs, i64) {
+    fn render(&self) -> (Vec<ViewMessage<'a>>, Repairs, i64) {
         let mut messages = Vec::with_capacity(self.kept.len() + self.live.len() + 1);
-        let (system, other): (Vec<&Live>, Vec<&Live>) = self
-            .kept
-            .iter()
-            .partition(|l| l.event.body.role() == Some(Role::System));
-        messages.extend(system.into_iter().map(Live::message));
-        messages.extend(other.into_iter().map(Live::message));
-        messages.extend(self.live.iter().map(Live::message));
+        messages.extend(self.in_order().map(Live::message));
         // The summary goes right after the leading system prompts.
         if let Some(summary) = &self.summary_message {
             let at = messages
@@ -215,11 +257,29 @@ impl<'a> Working<'a> {
         }
         let (messages, repairs) = repair(messages, self.tokenizer);
         let tokens = messages.iter().map(|m| m.tokens).sum();
+        debug_assert_eq!(tokens, self.tokens(), "the view costs what `tokens` counts");
         (messages, repairs, tokens)
     }
 
+    /// The tokens of the view [`Working::render`] would build, without building it: the items'
+    /// costs, the summary's, less the results repair drops, plus the placeholders it adds.
     fn tokens(&self) -> i64 {
-        self.render().2
+        let items: Vec<&Live> = self.in_order().collect();
+        let plan = plan_repair(items.iter().map(|l| l.pairing()));
+        let shown: i64 = items
+            .iter()
+            .zip(&plan.keep)
+            .filter(|(_, keep)| **keep)
+            .map(|(l, _)| l.tokens)
+            .sum();
+        let placeholders: i64 = plan
+            .unanswered
+            .iter()
+            .flat_map(|(at, calls)| calls.iter().map(|k| &items[*at].pairing().2[*k]))
+            .map(|call| view::placeholder_result(call, None, self.tokenizer).tokens)
+            .sum();
+        let summary = self.summary_message.as_ref().map_or(0, |m| m.tokens);
+        shown + placeholders + summary
     }
 
     /// Where the live items may be cut so that no tool call is separated from its results:
@@ -265,32 +325,55 @@ impl<'a> Working<'a> {
         start
     }
 
-    /// Shows large tool results in `range` as previews. Returns what was offloaded.
-    fn offload(&mut self, end: usize, threshold_chars: i64, id: Uuid) -> Vec<OffloadedItem> {
-        let mut offloaded = Vec::new();
-        for item in &mut self.live[..end] {
+    /// The indices of the tool results before `end`, shown in full, longer than
+    /// `threshold_chars`: what offloading would show as previews.
+    fn offload_candidates(&mut self, end: usize, threshold_chars: i64) -> Vec<usize> {
+        let mut candidates = Vec::new();
+        for (i, item) in self.live[..end].iter_mut().enumerate() {
             if item.projection != Projection::Full
                 || !is_tool_result(item.event)
                 || always_kept(item.event)
-                || view::content_chars(item.event) <= threshold_chars
+                // A text of at most `threshold_chars` bytes has at most as many characters.
+                || view::text_of(item.event).len() as i64 <= threshold_chars
             {
                 continue;
             }
-            let mut preview = view::preview_message(item.event, view::PREVIEW_CHARS);
+            let chars = item.chars();
+            item.chars = Some(chars);
+            if chars > threshold_chars {
+                candidates.push(i);
+            }
+        }
+        candidates
+    }
+
+    /// The most offloading `candidates` can free: a preview costs at least a message's overhead.
+    fn offload_ceiling(&self, candidates: &[usize]) -> i64 {
+        candidates
+            .iter()
+            .map(|&i| (self.live[i].tokens - MESSAGE_OVERHEAD).max(0))
+            .sum()
+    }
+
+    /// Shows `candidates` as previews where that is smaller. Returns what was offloaded and the
+    /// tokens that freed.
+    fn offload(&mut self, candidates: &[usize], id: Uuid) -> (Vec<OffloadedItem>, i64) {
+        let mut offloaded = Vec::new();
+        let mut freed = 0;
+        for &i in candidates {
+            let item = &self.live[i];
+            let mut preview = view::preview_message(item.event, view::PREVIEW_CHARS, item.chars());
             preview.tokens = view::cost(&preview, self.tokenizer);
             if preview.tokens >= item.tokens {
                 continue;
             }
-            *item = Live {
-                event: item.event,
-                projection: Projection::Preview,
-                tokens: preview.tokens,
-                reason: Reason::OffloadedLargeToolResult,
-                by: Some(id),
-            };
-            offloaded.push(offloaded_item(item.event));
+            freed += item.tokens - preview.tokens;
+            let reason = Reason::OffloadedLargeToolResult;
+            let reduced = item.reduced(Projection::Preview, preview.tokens, reason, id);
+            offloaded.push(offloaded_item(&reduced));
+            self.live[i] = reduced;
         }
-        offloaded
+        (offloaded, freed)
     }
 
     /// Shows every answered tool result in `..end` by reference only (an overflow retry).
@@ -303,16 +386,11 @@ impl<'a> Working<'a> {
             {
                 continue;
             }
-            let mut reference = view::reference_message(item.event);
+            let mut reference = view::reference_message(item.event, item.chars());
             reference.tokens = view::cost(&reference, self.tokenizer);
-            *item = Live {
-                event: item.event,
-                projection: Projection::Reference,
-                tokens: reference.tokens,
-                reason: Reason::MaskedCompletedToolExchange,
-                by: Some(id),
-            };
-            masked.push(offloaded_item(item.event));
+            let reason = Reason::MaskedCompletedToolExchange;
+            *item = item.reduced(Projection::Reference, reference.tokens, reason, id);
+            masked.push(offloaded_item(item));
         }
         masked
     }
@@ -365,55 +443,100 @@ impl<'a> Working<'a> {
     }
 }
 
-fn offloaded_item(event: &Event) -> OffloadedItem {
+fn offloaded_item(item: &Live<'_>) -> OffloadedItem {
+    let event = item.event;
     OffloadedItem {
         seq: event.seq,
         tool_call_id: event.body.tool_call_id().map(str::to_owned),
-        chars: view::content_chars(event),
+        chars: item.chars(),
         tokens: event.tokens,
         uri: view::observation_uri(event.seq),
     }
 }
 
-/// Makes the messages a valid provider request: a result without a call before it is dropped,
-/// a call without a result gets a placeholder right after its message.
-pub fn repair(messages: Vec<ViewMessage>, tokenizer: Tokenizer) -> (Vec<ViewMessage>, Repairs) {
-    let mut repairs = Repairs::default();
-    let mut open: HashMap<String, usize> = HashMap::new();
-    let mut keep = vec![true; messages.len()];
-    for (i, m) in messages.iter().enumerate() {
-        if let Some(id) = &m.tool_call_id {
-            if m.role == Role::Tool && open.remove(id).is_none() {
-                keep[i] = false;
-                repairs.orphan_results_dropped += 1;
-            }
-        }
-        for call in &m.tool_calls {
-            open.insert(call.id.clone(), i);
+/// A message's role, the call it answers and the calls it issues.
+type Pairing<'m> = (Role, Option<&'m str>, &'m [ToolCall]);
+
+/// What repairing a sequence of messages changes.
+struct RepairPlan {
+    /// Whether each message stays (results that answer no earlier call do not).
+    keep: Vec<bool>,
+    /// By message index, the positions of its calls left without a result, in call order.
+    unanswered: Vec<(usize, Vec<usize>)>,
+}
+
+impl RepairPlan {
+    fn repairs(&self) -> Repairs {
+        Repairs {
+            orphan_results_dropped: self.keep.iter().filter(|k| !**k).count() as i64,
+            placeholder_results_inserted: self.unanswered.iter().map(|(_, c)| c.len() as i64).sum(),
         }
     }
-    if open.is_empty() && repairs.orphan_results_dropped == 0 {
+}
+
+/// Finds the results without a call before them and the calls without a result after them.
+fn plan_repair<'m>(messages: impl Iterator<Item = Pairing<'m>>) -> RepairPlan {
+    let mut open: HashMap<&str, usize> = HashMap::new();
+    let mut keep = Vec::new();
+    let mut calls_of = Vec::new();
+    for (i, (role, answers, calls)) in messages.enumerate() {
+        keep.push(match answers {
+            Some(id) if role == Role::Tool => open.remove(id).is_some(),
+            _ => true,
+        });
+        for call in calls {
+            open.insert(call.id.as_str(), i);
+        }
+        calls_of.push(calls);
+    }
+    let mut unanswered: Vec<(usize, Vec<usize>)> = Vec::new();
+    if !open.is_empty() {
+        let mut at: Vec<usize> = open.values().copied().collect();
+        at.sort_unstable();
+        at.dedup();
+        for i in at {
+            let positions = calls_of[i]
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| open.get(c.id.as_str()) == Some(&i))
+                .map(|(k, _)| k)
+                .collect();
+            unanswered.push((i, positions));
+        }
+    }
+    RepairPlan { keep, unanswered }
+}
+
+/// Makes the messages a valid provider request: a result without a call before it is dropped,
+/// a call without a result gets a placeholder right after its message.
+pub fn repair<'a>(
+    messages: Vec<ViewMessage<'a>>,
+    tokenizer: Tokenizer,
+) -> (Vec<ViewMessage<'a>>, Repairs) {
+    let plan = plan_repair(
+        messages
+            .iter()
+            .map(|m| (m.role, m.tool_call_id.as_deref(), &*m.tool_calls)),
+    );
+    let repairs = plan.repairs();
+    if repairs == Repairs::default() {
         return (messages, repairs);
     }
     // Placeholders go right after the calling message, in call order.
-    let mut unanswered: HashMap<usize, Vec<String>> = HashMap::new();
-    for (id, i) in open {
-        unanswered.entry(i).or_default().push(id);
-    }
+    let mut unanswered: HashMap<usize, Vec<usize>> = plan.unanswered.into_iter().collect();
     let mut out = Vec::with_capacity(messages.len() + unanswered.len());
-    for (i, m) in messages.into_iter().enumerate() {
-        if !keep[i] {
+    for (i, (m, keep)) in messages.into_iter().zip(plan.keep).enumerate() {
+        if !keep {
             continue;
         }
-        let pending = unanswered.remove(&i);
-        let calls = m.tool_calls.clone();
+        let placeholders: Vec<ViewMessage<'static>> = unanswered
+            .remove(&i)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|k| view::placeholder_result(&m.tool_calls[k], None, tokenizer).into_owned())
+            .collect();
         out.push(m);
-        if let Some(ids) = pending {
-            for call in calls.iter().filter(|c| ids.contains(&c.id)) {
-                out.push(view::placeholder_result(call, None, tokenizer));
-                repairs.placeholder_results_inserted += 1;
-            }
-        }
+        out.extend(placeholders);
     }
     (out, repairs)
 }
@@ -424,10 +547,10 @@ fn common_prefix(a: &[ViewMessage], b: &[ViewMessage]) -> usize {
 }
 
 /// Runs one compaction.
-pub async fn compact(
-    input: EngineInput<'_>,
+pub async fn compact<'a>(
+    input: EngineInput<'a>,
     summarizer: Option<&dyn Summarizer>,
-) -> Result<EngineOutput, EngineError> {
+) -> Result<EngineOutput<'a>, EngineError> {
     let started = Instant::now();
     let config = input.config;
     let window = i64::from(config.context_window);
@@ -478,12 +601,23 @@ pub async fn compact(
 
     match input.overflow_retry {
         0 => {
+            let must = input.mode == Mode::Force || before_tokens > room;
             if !settled && matches!(tier, Tier::Warn | Tier::Soft | Tier::Full) {
                 let mut candidate = work.clone();
                 let valid = candidate.valid_cuts();
                 let tail = candidate.tail_start(min_tail, &valid);
-                let cand_offloaded =
-                    candidate.offload(tail, i64::from(config.offload_threshold_chars), id);
+                let threshold = i64::from(config.offload_threshold_chars);
+                let offloadable = candidate.offload_candidates(tail, threshold);
+                // In the warn tier (nothing folded), most calls free too little to act: tell
+                // that from the candidates' costs before cutting and counting any preview.
+                let hopeless = tier == Tier::Warn
+                    && !must
+                    && candidate.offload_ceiling(&offloadable) < config.min_gain_tokens();
+                let (cand_offloaded, offload_gain) = if hopeless {
+                    (Vec::new(), 0)
+                } else {
+                    candidate.offload(&offloadable, id)
+                };
                 let cut = match tier {
                     Tier::Soft => half_cut(&candidate, tail, &valid),
                     Tier::Full => tail,
@@ -491,16 +625,14 @@ pub async fn compact(
                 };
                 // Decide before calling any summariser whether the gain is worth it: folding
                 // frees the folded tokens, less what the summary may grow by.
-                let offload_gain = before_tokens - candidate.tokens();
                 // A summary is far smaller than what it covers; assume a quarter at worst,
                 // within the summary's bound.
                 let summary_now = candidate.summary_message.as_ref().map_or(0, |m| m.tokens);
                 let summary_room = (work.summary_max_chars as i64 / 3 - summary_now).max(0);
                 let folding = candidate.foldable_tokens(cut);
                 let fold_gain = folding - (folding / 4).min(summary_room);
-                let worthwhile = input.mode == Mode::Force
-                    || offload_gain + fold_gain.max(0) >= config.min_gain_tokens()
-                    || before_tokens > room;
+                let worthwhile =
+                    must || offload_gain + fold_gain.max(0) >= config.min_gain_tokens();
                 if worthwhile && (cut > 0 || !cand_offloaded.is_empty()) {
                     if cut > 0 {
                         let events = candidate.foldable_events(cut);
@@ -601,6 +733,7 @@ pub async fn compact(
         state.checkpoint_seq = work.checkpoint;
         state.summary = work.summary.clone();
         state.summary_tokens = work.summary_message.as_ref().map_or(0, |m| m.tokens);
+        state.summary_cap = work.summary_cap;
         state.kept = work.kept.iter().map(|l| l.event.seq).collect();
         state.reduced = work
             .kept
@@ -615,6 +748,7 @@ pub async fn compact(
                         reason: l.reason,
                         compaction_id: by,
                         tokens_in_view: l.tokens,
+                        chars: l.chars(),
                     },
                 ))
             })
@@ -787,47 +921,55 @@ fn reduce_for_emergency(
     id: Uuid,
     offloaded: &mut Vec<OffloadedItem>,
 ) -> i64 {
+    // The same preview as `Live::message` shows, so that its cost is the one counted.
     let mut message = match projection {
-        Projection::Preview => view::preview_message(item.event, view::PREVIEW_CHARS / 2),
-        _ => view::reference_message(item.event),
+        Projection::Preview => view::preview_message(item.event, view::PREVIEW_CHARS, item.chars()),
+        _ => view::reference_message(item.event, item.chars()),
     };
     message.tokens = view::cost(&message, tokenizer);
     if message.tokens >= item.tokens {
         return 0;
     }
     if item.by != Some(id) {
-        offloaded.push(offloaded_item(item.event));
+        offloaded.push(offloaded_item(item));
     }
     let saved = item.tokens - message.tokens;
-    *item = Live {
-        event: item.event,
-        projection,
-        tokens: message.tokens,
-        reason: Reason::EmergencyTruncation,
-        by: Some(id),
-    };
+    *item = item.reduced(projection, message.tokens, Reason::EmergencyTruncation, id);
     saved
 }
 
-/// Shortens the summary message until the view fits, as a last resort.
+/// Shortens the summary message until the view fits, as a last resort: each time to the first
+/// half of what it showed, remembered as a character cap so that the state reproduces it.
 fn shrink_summary(work: &mut Working<'_>, room: i64) {
     while work.tokens() > room {
-        let Some(message) = work.summary_message.as_mut() else {
+        let Some(message) = work.summary_message.take() else {
             return;
         };
-        let chars = message.content.chars().count();
-        if chars <= 16 {
-            work.summary_message = None;
-            return;
-        }
-        let keep = chars / 2;
-        let cut = message
-            .content
-            .char_indices()
-            .nth(keep)
-            .map_or(message.content.len(), |(i, _)| i);
-        message.content.truncate(cut);
-        message.content.push('…');
-        message.tokens = view::cost(message, work.tokenizer);
+        let cap = message.content.chars().count() / 2;
+        work.summary_cap = Some(cap);
+        work.summary_message = cut_summary(message, Some(cap)).map(|mut m| {
+            m.tokens = view::cost(&m, work.tokenizer);
+            m
+        });
     }
+}
+
+/// The summary message cut to its first `cap` characters (none left under 8), marked as cut.
+/// Its tokens are left for the caller.
+fn cut_summary(
+    mut message: ViewMessage<'static>,
+    cap: Option<usize>,
+) -> Option<ViewMessage<'static>> {
+    let Some(cap) = cap else {
+        return Some(message);
+    };
+    if cap < 8 {
+        return None;
+    }
+    if let Some((cut, _)) = message.content.char_indices().nth(cap) {
+        let content = message.content.to_mut();
+        content.truncate(cut);
+        content.push('…');
+    }
+    Some(message)
 }

@@ -114,6 +114,11 @@ proptest! {
                     let r = &out.record;
                     prop_assert!(r.tokens_after <= i64::from(window),
                         "over budget: {} > {window} ({:?})", r.tokens_after, r.tier);
+                    // What the budget counts is what the messages cost.
+                    for m in out.messages.iter().filter(|m| m.projection != Projection::Full) {
+                        prop_assert_eq!(m.tokens, super::view::cost(m, cfg.tokenizer),
+                            "a {:?} message claims other tokens than it costs", m.projection);
+                    }
                     let openai = render_openai(&out.messages);
                     prop_assert!(validate_openai(&openai).is_ok(), "{:?}", validate_openai(&openai));
                     let anthropic = render_anthropic(&out.messages);

@@ -6,13 +6,18 @@
 //! provider's shape: OpenAI chat-completions `messages`, Anthropic `system` + `messages` with
 //! `tool_use`/`tool_result` blocks, or ctxd's own messages (`raw`).
 //!
+//! A rendered request borrows the view's text and serialises straight from it: the view is
+//! usually most of a response, and copying it into a `serde_json::Value` first would double
+//! the work of every compact call.
+//!
 //! Input outside the engine's contract still renders as a valid request: a call with no result
 //! gets a placeholder error result, and a result that answers no earlier call becomes user text.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::domain::compaction::ViewMessage;
@@ -41,63 +46,186 @@ pub enum Format {
     Raw,
 }
 
-/// Renders `messages` in `format`.
-pub fn render(format: Format, messages: &[ViewMessage]) -> Value {
+/// A view rendered for a provider, borrowing the view's text; serialise it to get the request.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum Rendered<'a> {
+    Openai(OpenaiRequest<'a>),
+    Anthropic(AnthropicRequest<'a>),
+    Raw(RawRequest<'a>),
+}
+
+/// Renders `messages` in `format`, ready to serialise.
+pub fn rendered<'a>(format: Format, messages: &'a [ViewMessage<'a>]) -> Rendered<'a> {
     match format {
-        Format::Openai => render_openai(messages),
-        Format::Anthropic => render_anthropic(messages),
-        Format::Raw => render_raw(messages),
+        Format::Openai => Rendered::Openai(openai(messages)),
+        Format::Anthropic => Rendered::Anthropic(anthropic(messages)),
+        Format::Raw => Rendered::Raw(RawRequest { items: messages }),
     }
+}
+
+/// Renders `messages` in `format` as a JSON value.
+pub fn render(format: Format, messages: &[ViewMessage<'_>]) -> Value {
+    to_value(&rendered(format, messages))
+}
+
+/// `{"messages": [...]}` in OpenAI chat-completions form, as a JSON value.
+pub fn render_openai(messages: &[ViewMessage<'_>]) -> Value {
+    to_value(&openai(messages))
+}
+
+/// `{"system": "...", "messages": [...]}` in Anthropic Messages form, as a JSON value.
+pub fn render_anthropic(messages: &[ViewMessage<'_>]) -> Value {
+    to_value(&anthropic(messages))
+}
+
+/// `{"items": [...]}`: the view's messages as ctxd holds them, as a JSON value.
+pub fn render_raw(messages: &[ViewMessage<'_>]) -> Value {
+    to_value(&RawRequest { items: messages })
+}
+
+fn to_value(request: &impl Serialize) -> Value {
+    // Strings, numbers, booleans and string-keyed maps only: serialising cannot fail.
+    serde_json::to_value(request).unwrap_or(Value::Null)
+}
+
+/// `{"items": [...]}`.
+#[derive(Serialize)]
+pub struct RawRequest<'a> {
+    items: &'a [ViewMessage<'a>],
+}
+
+/// `{"messages": [...]}` for OpenAI chat completions.
+#[derive(Serialize)]
+pub struct OpenaiRequest<'a> {
+    messages: Vec<OpenaiMessage<'a>>,
+}
+
+#[derive(Serialize)]
+struct OpenaiMessage<'a> {
+    role: &'static str,
+    /// Null only for an assistant message with tool calls and no text.
+    content: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<OpenaiCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<Cow<'a, str>>,
+}
+
+impl<'a> OpenaiMessage<'a> {
+    fn text(role: &'static str, content: Cow<'a, str>) -> Self {
+        Self {
+            role,
+            content: Some(content),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct OpenaiCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: OpenaiFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct OpenaiFunction<'a> {
+    name: &'a str,
+    arguments: Cow<'a, str>,
 }
 
 /// `{"messages": [...]}` in OpenAI chat-completions form. Each assistant message with tool calls
 /// is followed by its results in call order, then by whatever stood between the calls and the
 /// results. A failed result's content is prefixed with `Error: ` (OpenAI has no error flag)
 /// unless it already starts with "error".
-pub fn render_openai(messages: &[ViewMessage]) -> Value {
+fn openai<'a>(messages: &'a [ViewMessage<'a>]) -> OpenaiRequest<'a> {
     let mut rendered = Vec::with_capacity(messages.len());
     for placed in pair_tool_results(messages) {
         match placed {
             Placed::OrphanResult(result) => {
-                rendered.push(json!({"role": "user", "content": orphan_result_text(result)}));
+                rendered.push(OpenaiMessage::text(
+                    "user",
+                    orphan_result_text(result).into(),
+                ));
             }
             Placed::Message { message, results } => {
                 rendered.push(openai_message(message));
                 for (call, result) in tool_calls_of(message).iter().zip(results) {
-                    rendered.push(json!({
-                        "role": "tool",
-                        "tool_call_id": call.id,
-                        "content": openai_result_content(result),
-                    }));
+                    rendered.push(OpenaiMessage {
+                        tool_call_id: Some(&call.id),
+                        ..OpenaiMessage::text("tool", openai_result_content(result))
+                    });
                 }
             }
         }
     }
-    json!({ "messages": rendered })
+    OpenaiRequest { messages: rendered }
+}
+
+/// `{"system": "...", "messages": [...]}` for Anthropic Messages.
+#[derive(Serialize)]
+pub struct AnthropicRequest<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<Cow<'a, str>>,
+    messages: Vec<AnthropicMessage<'a>>,
+}
+
+#[derive(Serialize)]
+struct AnthropicMessage<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: Cow<'a, str>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Cow<'a, Value>,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content: Option<Cow<'a, str>>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
 }
 
 /// `{"system": "...", "messages": [...]}` in Anthropic Messages form (`system` only when there
-/// is one): system prompts joined by
-/// blank lines; user and assistant strictly alternating, starting with the user; all results of
-/// an assistant turn as `tool_result` blocks leading the next user message.
-pub fn render_anthropic(messages: &[ViewMessage]) -> Value {
-    let mut system = Vec::new();
+/// is one): system prompts joined by blank lines; user and assistant strictly alternating,
+/// starting with the user; all results of an assistant turn as `tool_result` blocks leading the
+/// next user message.
+fn anthropic<'a>(messages: &'a [ViewMessage<'a>]) -> AnthropicRequest<'a> {
+    let mut system: Vec<&str> = Vec::new();
     let mut turns = AnthropicTurns::default();
     for placed in pair_tool_results(messages) {
         match placed {
             Placed::OrphanResult(result) => {
-                turns.push(Role::User, text_blocks(&orphan_result_text(result)));
+                turns.push(Role::User, text_blocks(orphan_result_text(result).into()));
             }
             Placed::Message { message, results } => match message.role {
                 Role::System => {
                     if !message.content.trim().is_empty() {
-                        system.push(message.content.as_str());
+                        system.push(&message.content);
                     }
                 }
-                Role::User | Role::Tool => turns.push(Role::User, text_blocks(&message.content)),
+                Role::User | Role::Tool => {
+                    turns.push(Role::User, text_blocks(Cow::Borrowed(&message.content)));
+                }
                 Role::Assistant => {
                     let calls = tool_calls_of(message);
-                    let mut blocks = text_blocks(&message.content);
+                    let mut blocks = text_blocks(Cow::Borrowed(&message.content));
                     blocks.extend(calls.iter().map(tool_use_block));
                     turns.push(Role::Assistant, blocks);
                     let results = calls.iter().zip(results);
@@ -108,34 +236,33 @@ pub fn render_anthropic(messages: &[ViewMessage]) -> Value {
         }
     }
     // `system` is optional; an empty one is left out rather than sent blank.
-    let mut request = json!({ "messages": turns.into_messages() });
-    if !system.is_empty() {
-        request["system"] = system.join("\n\n").into();
+    let system = match system.as_slice() {
+        [] => None,
+        [one] => Some(Cow::Borrowed(*one)),
+        many => Some(Cow::Owned(many.join("\n\n"))),
+    };
+    AnthropicRequest {
+        system,
+        messages: turns.into_messages(),
     }
-    request
-}
-
-/// `{"items": [...]}`: the view's messages as ctxd holds them.
-pub fn render_raw(messages: &[ViewMessage]) -> Value {
-    json!({ "items": messages })
 }
 
 /// A view message in the order a provider needs it.
-enum Placed<'a> {
+enum Placed<'v, 'a> {
     /// Any message but a tool result. For an assistant message, `results` holds the result of
     /// each of its tool calls, in call order (`None`: never answered).
     Message {
-        message: &'a ViewMessage,
-        results: Vec<Option<&'a ViewMessage>>,
+        message: &'v ViewMessage<'a>,
+        results: Vec<Option<&'v ViewMessage<'a>>>,
     },
     /// A tool result that answers no earlier unanswered call.
-    OrphanResult(&'a ViewMessage),
+    OrphanResult(&'v ViewMessage<'a>),
 }
 
 /// Takes every tool result out of its place and attaches it to the call it answers: the most
 /// recent earlier call with its id that is still unanswered. Other messages keep their order, so
 /// whatever stood between a call and its result ends up after the result.
-fn pair_tool_results(messages: &[ViewMessage]) -> Vec<Placed<'_>> {
+fn pair_tool_results<'v, 'a>(messages: &'v [ViewMessage<'a>]) -> Vec<Placed<'v, 'a>> {
     let mut placed = Vec::with_capacity(messages.len());
     // call id -> (index in `placed`, index of the call in its message), most recent last
     let mut unanswered: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
@@ -170,77 +297,73 @@ fn pair_tool_results(messages: &[ViewMessage]) -> Vec<Placed<'_>> {
 }
 
 /// The tool calls a message issues: only an assistant's count.
-fn tool_calls_of(message: &ViewMessage) -> &[ToolCall] {
+fn tool_calls_of<'v>(message: &'v ViewMessage<'_>) -> &'v [ToolCall] {
     match message.role {
         Role::Assistant => &message.tool_calls,
         _ => &[],
     }
 }
 
-fn orphan_result_text(result: &ViewMessage) -> String {
+fn orphan_result_text(result: &ViewMessage<'_>) -> String {
     let id = result.tool_call_id.as_deref().unwrap_or("unknown");
     format!("Result of tool call {id}:\n{}", result.content)
 }
 
-fn openai_message(message: &ViewMessage) -> Value {
-    let mut rendered = Map::new();
-    rendered.insert("role".into(), message.role.as_str().into());
+fn openai_message<'a>(message: &'a ViewMessage<'a>) -> OpenaiMessage<'a> {
     let calls = tool_calls_of(message);
-    if calls.is_empty() {
-        rendered.insert("content".into(), message.content.as_str().into());
-    } else {
-        let content = if message.content.is_empty() {
-            Value::Null
-        } else {
-            message.content.as_str().into()
-        };
-        rendered.insert("content".into(), content);
-        let calls = calls.iter().map(|call| {
-            json!({
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments_text()},
+    let content: &str = &message.content;
+    let mut rendered = OpenaiMessage::text(message.role.as_str(), content.into());
+    if !calls.is_empty() {
+        rendered.content = (!content.is_empty()).then_some(content.into());
+        rendered.tool_calls = calls
+            .iter()
+            .map(|call| OpenaiCall {
+                id: &call.id,
+                kind: "function",
+                function: OpenaiFunction {
+                    name: &call.name,
+                    arguments: call.arguments_text(),
+                },
             })
-        });
-        rendered.insert("tool_calls".into(), calls.collect());
+            .collect();
     }
     if let (Role::User | Role::Assistant, Some(name)) = (message.role, &message.name) {
-        rendered.insert("name".into(), participant_name(name).into());
+        rendered.name = Some(participant_name(name));
     }
-    Value::Object(rendered)
+    rendered
 }
 
-fn openai_result_content(result: Option<&ViewMessage>) -> String {
+fn openai_result_content<'a>(result: Option<&'a ViewMessage<'a>>) -> Cow<'a, str> {
     match result {
-        Some(result) if !result.is_error => result.content.clone(),
+        Some(result) if !result.is_error => Cow::Borrowed(&result.content),
         Some(result) => error_text(&result.content),
         None => error_text(MISSING_RESULT),
     }
 }
 
 /// A failed result's content marked as an error, for a provider with no error flag.
-fn error_text(content: &str) -> String {
+fn error_text(content: &str) -> Cow<'_, str> {
     let already_says_so = content
         .trim_start()
         .get(..5)
         .is_some_and(|head| head.eq_ignore_ascii_case("error"));
     if already_says_so {
-        content.to_owned()
+        Cow::Borrowed(content)
     } else if content.trim().is_empty() {
-        format!("Error: {EMPTY_ERROR_RESULT}")
+        Cow::Owned(format!("Error: {EMPTY_ERROR_RESULT}"))
     } else {
-        format!("Error: {content}")
+        Cow::Owned(format!("Error: {content}"))
     }
 }
 
 /// Anthropic messages under construction: consecutive blocks of one role share a message.
 #[derive(Default)]
-struct AnthropicTurns(Vec<(Role, Vec<Value>)>);
+struct AnthropicTurns<'a>(Vec<(Role, Vec<Block<'a>>)>);
 
-impl AnthropicTurns {
+impl<'a> AnthropicTurns<'a> {
     /// Appends `blocks` to the last message when it has the same role, else starts a message.
     /// No blocks, no message: Anthropic rejects empty content.
-    fn push(&mut self, role: Role, blocks: Vec<Value>) {
+    fn push(&mut self, role: Role, blocks: Vec<Block<'a>>) {
         if blocks.is_empty() {
             return;
         }
@@ -250,88 +373,89 @@ impl AnthropicTurns {
         }
     }
 
-    fn into_messages(mut self) -> Vec<Value> {
+    fn into_messages(mut self) -> Vec<AnthropicMessage<'a>> {
         if self.0.first().is_none_or(|(role, _)| *role != Role::User) {
-            self.0
-                .insert(0, (Role::User, text_blocks(CONVERSATION_CONTINUES)));
+            let opening = text_blocks(CONVERSATION_CONTINUES.into());
+            self.0.insert(0, (Role::User, opening));
         }
         self.0
             .into_iter()
-            .map(|(role, content)| json!({"role": role.as_str(), "content": content}))
+            .map(|(role, content)| AnthropicMessage {
+                role: role.as_str(),
+                content,
+            })
             .collect()
     }
 }
 
 /// A text block, or none for blank text (Anthropic rejects whitespace-only text blocks).
-fn text_blocks(text: &str) -> Vec<Value> {
+fn text_blocks(text: Cow<'_, str>) -> Vec<Block<'_>> {
     if text.trim().is_empty() {
         Vec::new()
     } else {
-        vec![json!({"type": "text", "text": text})]
+        vec![Block::Text { text }]
     }
 }
 
-fn tool_use_block(call: &ToolCall) -> Value {
-    json!({
-        "type": "tool_use",
-        "id": call.id,
-        "name": call.name,
-        "input": tool_input(&call.arguments),
-    })
+fn tool_use_block(call: &ToolCall) -> Block<'_> {
+    Block::ToolUse {
+        id: &call.id,
+        name: &call.name,
+        input: tool_input(&call.arguments),
+    }
 }
 
 /// The arguments as the JSON object Anthropic requires: the object itself, a string parsed as
 /// one, or — so that nothing the model wrote is lost — `{"arguments": <what it was>}`.
-fn tool_input(arguments: &Value) -> Value {
+fn tool_input(arguments: &Value) -> Cow<'_, Value> {
+    let wrapped = |value: Value| Cow::Owned(serde_json::json!({ "arguments": value }));
     match arguments {
-        Value::Object(_) => arguments.clone(),
-        Value::Null => json!({}),
-        Value::String(text) if text.trim().is_empty() => json!({}),
+        Value::Object(_) => Cow::Borrowed(arguments),
+        Value::Null => Cow::Owned(serde_json::json!({})),
+        Value::String(text) if text.trim().is_empty() => Cow::Owned(serde_json::json!({})),
         Value::String(text) => match serde_json::from_str(text) {
-            Ok(object @ Value::Object(_)) => object,
-            _ => json!({ "arguments": text }),
+            Ok(object @ Value::Object(_)) => Cow::Owned(object),
+            _ => wrapped(Value::String(text.clone())),
         },
-        other => json!({ "arguments": other }),
+        other => wrapped(other.clone()),
     }
 }
 
-fn tool_result_block(call: &ToolCall, result: Option<&ViewMessage>) -> Value {
+fn tool_result_block<'a>(call: &'a ToolCall, result: Option<&'a ViewMessage<'a>>) -> Block<'a> {
     let (content, is_error) = match result {
-        Some(result) => (result.content.as_str(), result.is_error),
+        Some(result) => (&*result.content, result.is_error),
         None => (MISSING_RESULT, true),
     };
-    let mut block = Map::new();
-    block.insert("type".into(), "tool_result".into());
-    block.insert("tool_use_id".into(), call.id.as_str().into());
-    if !content.trim().is_empty() {
-        block.insert("content".into(), content.into());
+    let content = if !content.trim().is_empty() {
+        Some(Cow::Borrowed(content))
     } else if is_error {
-        block.insert("content".into(), EMPTY_ERROR_RESULT.into());
+        Some(Cow::Borrowed(EMPTY_ERROR_RESULT))
+    } else {
+        None
+    };
+    Block::ToolResult {
+        tool_use_id: &call.id,
+        content,
+        is_error,
     }
-    if is_error {
-        block.insert("is_error".into(), true.into());
-    }
-    Value::Object(block)
 }
 
 /// OpenAI accepts participant names of 1 to 64 letters, digits, `_` and `-`: anything else
 /// becomes `_`.
-fn participant_name(name: &str) -> String {
+fn participant_name(name: &str) -> Cow<'_, str> {
+    let valid = |c: char| c.is_ascii_alphanumeric() || c == '-';
+    if !name.is_empty() && name.len() <= 64 && name.chars().all(|c| valid(c) || c == '_') {
+        return Cow::Borrowed(name);
+    }
     let cleaned: String = name
         .chars()
         .take(64)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if valid(c) { c } else { '_' })
         .collect();
     if cleaned.is_empty() {
         "_".into()
     } else {
-        cleaned
+        cleaned.into()
     }
 }
 
@@ -344,12 +468,12 @@ mod tests {
     use crate::domain::compaction::Projection;
     use crate::engine::validate::{validate_anthropic, validate_openai};
 
-    fn message(role: Role, content: &str) -> ViewMessage {
+    fn message(role: Role, content: &str) -> ViewMessage<'static> {
         ViewMessage {
             seq: Some(1),
             role,
-            content: content.into(),
-            tool_calls: Vec::new(),
+            content: content.to_owned().into(),
+            tool_calls: Cow::Borrowed(&[]),
             tool_call_id: None,
             name: None,
             is_error: false,
@@ -358,15 +482,15 @@ mod tests {
         }
     }
 
-    fn system(content: &str) -> ViewMessage {
+    fn system(content: &str) -> ViewMessage<'static> {
         message(Role::System, content)
     }
 
-    fn user(content: &str) -> ViewMessage {
+    fn user(content: &str) -> ViewMessage<'static> {
         message(Role::User, content)
     }
 
-    fn summary(content: &str) -> ViewMessage {
+    fn summary(content: &str) -> ViewMessage<'static> {
         ViewMessage {
             seq: None,
             projection: Projection::Summary,
@@ -374,7 +498,7 @@ mod tests {
         }
     }
 
-    fn assistant(content: &str) -> ViewMessage {
+    fn assistant(content: &str) -> ViewMessage<'static> {
         message(Role::Assistant, content)
     }
 
@@ -386,22 +510,26 @@ mod tests {
         }
     }
 
-    fn calls(content: &str, ids: &[&str]) -> ViewMessage {
+    fn calls(content: &str, ids: &[&str]) -> ViewMessage<'static> {
         ViewMessage {
-            tool_calls: ids.iter().map(|id| call(id, json!({"cmd": id}))).collect(),
+            tool_calls: ids
+                .iter()
+                .map(|id| call(id, json!({"cmd": id})))
+                .collect::<Vec<_>>()
+                .into(),
             ..assistant(content)
         }
     }
 
-    fn result(id: &str, content: &str) -> ViewMessage {
+    fn result(id: &str, content: &str) -> ViewMessage<'static> {
         ViewMessage {
-            tool_call_id: Some(id.into()),
+            tool_call_id: Some(id.to_owned().into()),
             name: Some("shell".into()),
             ..message(Role::Tool, content)
         }
     }
 
-    fn error_result(id: &str, content: &str) -> ViewMessage {
+    fn error_result(id: &str, content: &str) -> ViewMessage<'static> {
         ViewMessage {
             is_error: true,
             ..result(id, content)
@@ -459,7 +587,7 @@ mod tests {
 
     struct Case {
         name: &'static str,
-        view: Vec<ViewMessage>,
+        view: Vec<ViewMessage<'static>>,
         openai: &'static [&'static str],
         anthropic: &'static [&'static str],
     }
@@ -778,7 +906,8 @@ mod tests {
                     call("c1", json!({"path": "a.txt"})),
                     call("c2", json!("{\"path\": \"b.txt\"}")),
                     call("c3", json!("not json {")),
-                ],
+                ]
+                .into(),
                 name: Some("coder".into()),
                 ..assistant("")
             },
@@ -812,7 +941,7 @@ mod tests {
             (json!(""), json!({})),
             (Value::Null, json!({})),
         ] {
-            assert_eq!(tool_input(&arguments), input, "{arguments}");
+            assert_eq!(*tool_input(&arguments), input, "{arguments}");
         }
     }
 
@@ -935,8 +1064,8 @@ mod tests {
 
     /// A view that keeps the engine's contract: system prompts, maybe a summary, then the steps,
     /// each result after its call, and every call answered by the end.
-    fn view_of(systems: usize, with_summary: bool, steps: &[Step]) -> Vec<ViewMessage> {
-        let mut view: Vec<ViewMessage> = (0..systems)
+    fn view_of(systems: usize, with_summary: bool, steps: &[Step]) -> Vec<ViewMessage<'static>> {
+        let mut view: Vec<ViewMessage<'static>> = (0..systems)
             .map(|n| system(&format!("system prompt {n}")))
             .collect();
         if with_summary {
@@ -971,7 +1100,11 @@ mod tests {
                         String::new()
                     };
                     view.push(ViewMessage {
-                        tool_calls: ids.iter().map(|id| call(id, arguments(id))).collect(),
+                        tool_calls: ids
+                            .iter()
+                            .map(|id| call(id, arguments(id)))
+                            .collect::<Vec<_>>()
+                            .into(),
                         ..assistant(&content)
                     });
                 }
@@ -1009,7 +1142,7 @@ mod tests {
         strings_in(request, &mut found);
         for message in view {
             assert!(
-                found.iter().any(|s| s.contains(&message.content)),
+                found.iter().any(|s| s.contains(&*message.content)),
                 "{:?} is missing from {request:#}",
                 message.content
             );

@@ -17,6 +17,9 @@ pub struct Reduced {
     pub compaction_id: Uuid,
     /// Tokens of the reduced message.
     pub tokens_in_view: i64,
+    /// Characters of the event's full content (0 in states written before it was kept).
+    #[serde(default)]
+    pub chars: i64,
 }
 
 /// A run of seqs folded into the summary by one compaction.
@@ -50,6 +53,10 @@ pub struct CompactionState {
     pub summary: Summary,
     /// Tokens of the summary message as shown (summary, anchors and observation references).
     pub summary_tokens: i64,
+    /// When an emergency had to shorten the summary message: how many of its characters are
+    /// shown (0: none of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_cap: Option<usize>,
     /// Seqs at or before the checkpoint still shown in full: system prompts and pinned events.
     pub kept: Vec<i64>,
     /// Items after the checkpoint shown reduced, by seq.
@@ -70,6 +77,7 @@ impl Default for CompactionState {
             checkpoint_seq: 0,
             summary: Summary::default(),
             summary_tokens: 0,
+            summary_cap: None,
             kept: Vec::new(),
             reduced: BTreeMap::new(),
             calibration: 1.0,

@@ -6,7 +6,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{compact, CompactionState, EngineError, EngineInput, EngineOutput};
-use crate::domain::compaction::{Mode, Projection, Tier};
+use crate::domain::compaction::{Mode, Projection, Tier, ViewMessage};
 use crate::domain::event::{Event, EventBody, EventInput};
 use crate::domain::session::SessionConfig;
 use crate::tokens::Tokenizer;
@@ -91,9 +91,9 @@ pub(super) async fn run(
     tools_tokens: i64,
     mode: Mode,
     overflow_retry: u8,
-) -> Result<EngineOutput, EngineError> {
+) -> Result<EngineOutput<'static>, EngineError> {
     let events = log.view_events(state);
-    compact(
+    let out = compact(
         EngineInput {
             session_id: Uuid::nil(),
             config,
@@ -107,14 +107,25 @@ pub(super) async fn run(
         },
         None,
     )
-    .await
+    .await?;
+    Ok(EngineOutput {
+        messages: out
+            .messages
+            .into_iter()
+            .map(ViewMessage::into_owned)
+            .collect(),
+        state: out.state,
+        record: out.record,
+        folded: out.folded,
+        changed: out.changed,
+    })
 }
 
-fn seqs(out: &EngineOutput) -> Vec<Option<i64>> {
+fn seqs(out: &EngineOutput<'_>) -> Vec<Option<i64>> {
     out.messages.iter().map(|m| m.seq).collect()
 }
 
-fn projection_of(out: &EngineOutput, seq: i64) -> Option<Projection> {
+fn projection_of(out: &EngineOutput<'_>, seq: i64) -> Option<Projection> {
     out.messages
         .iter()
         .find(|m| m.seq == Some(seq))

@@ -1,6 +1,8 @@
 //! How items appear in a view: events as messages, previews and references of offloaded
 //! content, the summary message and placeholder results.
 
+use std::borrow::Cow;
+
 use crate::domain::compaction::{Projection, Summary, ViewMessage, NOT_AVAILABLE};
 use crate::domain::event::{Event, EventBody, Role, ToolCall};
 use crate::tokens::{Tokenizer, MESSAGE_OVERHEAD};
@@ -31,13 +33,13 @@ pub fn text_of(event: &Event) -> &str {
     }
 }
 
-/// An event shown in full.
-pub fn full_message(event: &Event) -> ViewMessage {
-    let base = |role, content: String| ViewMessage {
+/// An event shown in full, borrowing its content.
+pub fn full_message(event: &Event) -> ViewMessage<'_> {
+    let base = |role, content: Cow<'static, str>| ViewMessage {
         seq: Some(event.seq),
         role,
         content,
-        tool_calls: Vec::new(),
+        tool_calls: Cow::Borrowed(&[]),
         tool_call_id: None,
         name: None,
         is_error: false,
@@ -46,13 +48,14 @@ pub fn full_message(event: &Event) -> ViewMessage {
     };
     match &event.body {
         EventBody::Message(m) => ViewMessage {
-            tool_calls: m.tool_calls.clone(),
-            tool_call_id: m.tool_call_id.clone(),
-            name: m.name.clone(),
+            content: Cow::Borrowed(&m.content),
+            tool_calls: Cow::Borrowed(&m.tool_calls),
+            tool_call_id: m.tool_call_id.as_deref().map(Cow::Borrowed),
+            name: m.name.as_deref().map(Cow::Borrowed),
             is_error: m.is_error.unwrap_or(false),
-            ..base(m.role, m.content.clone())
+            ..base(m.role, Cow::Borrowed(""))
         },
-        EventBody::Note(n) => base(Role::User, format!("[note] {}", n.content)),
+        EventBody::Note(n) => base(Role::User, format!("[note] {}", n.content).into()),
         EventBody::EpisodeStart(e) => {
             let deps = if e.dependencies.is_empty() {
                 String::new()
@@ -65,12 +68,12 @@ pub fn full_message(event: &Event) -> ViewMessage {
             };
             base(
                 Role::User,
-                format!("[episode started: {} ({kind}){deps}]", e.name),
+                format!("[episode started: {} ({kind}){deps}]", e.name).into(),
             )
         }
         EventBody::EpisodeEnd(e) => base(
             Role::User,
-            format!("[episode finished: {}] {}", e.name, e.conclusion),
+            format!("[episode finished: {}] {}", e.name, e.conclusion).into(),
         ),
     }
 }
@@ -92,45 +95,37 @@ fn head_of(text: &str, max_chars: usize) -> &str {
     text
 }
 
-/// The text a reduced event is cut from: a message's own content (borrowed, however large),
-/// or the rendering of a small non-message event.
-fn shown_text(event: &Event) -> std::borrow::Cow<'_, str> {
+/// The text a reduced event is cut from and its length in characters: a message's own content
+/// (borrowed, however large; `chars` is its length, as [`content_chars`] counts it), or the
+/// rendering of a small non-message event.
+fn shown_text(event: &Event, chars: i64) -> (Cow<'_, str>, i64) {
     match &event.body {
-        EventBody::Message(m) => m.content.as_str().into(),
-        _ => full_message(event).content.into(),
+        EventBody::Message(m) => (Cow::Borrowed(&m.content), chars),
+        _ => {
+            let text = full_message(event).content.into_owned();
+            let chars = text.chars().count() as i64;
+            (Cow::Owned(text), chars)
+        }
     }
 }
 
-/// An event's message with `content` in place of its own, without copying its own.
-fn reduced_message(event: &Event, content: String, projection: Projection) -> ViewMessage {
-    match &event.body {
-        EventBody::Message(m) => ViewMessage {
-            seq: Some(event.seq),
-            role: m.role,
-            content,
-            tool_calls: m.tool_calls.clone(),
-            tool_call_id: m.tool_call_id.clone(),
-            name: m.name.clone(),
-            is_error: m.is_error.unwrap_or(false),
-            projection,
-            tokens: 0,
-        },
-        _ => ViewMessage {
-            content,
-            projection,
-            tokens: 0,
-            ..full_message(event)
-        },
+/// An event's message with `content` in place of its own.
+fn reduced_message(event: &Event, content: String, projection: Projection) -> ViewMessage<'_> {
+    ViewMessage {
+        content: Cow::Owned(content),
+        projection,
+        tokens: 0,
+        ..full_message(event)
     }
 }
 
 /// An event shown as its first lines and its observation reference, in at most `max_chars`
-/// characters of content. Its `tokens` are left for the caller to set (see [`cost`]).
-pub fn preview_message(event: &Event, max_chars: usize) -> ViewMessage {
-    let text = shown_text(event);
-    let total = text.chars().count();
+/// characters of content. `chars` is the event's [`content_chars`]. Its `tokens` are left for
+/// the caller to set (see [`cost`]).
+pub fn preview_message(event: &Event, max_chars: usize, chars: i64) -> ViewMessage<'_> {
+    let (text, total) = shown_text(event, chars);
     let shown = head_of(&text, max_chars);
-    let shown_chars = shown.chars().count();
+    let shown_chars = shown.chars().count() as i64;
     let content = format!(
         "{shown}\n[… {} more characters offloaded; recall {}?offset={shown_chars}]",
         total - shown_chars,
@@ -139,18 +134,19 @@ pub fn preview_message(event: &Event, max_chars: usize) -> ViewMessage {
     reduced_message(event, content, Projection::Preview)
 }
 
-/// An event shown only by its observation reference. Its `tokens` are left for the caller.
-pub fn reference_message(event: &Event) -> ViewMessage {
+/// An event shown only by its observation reference. `chars` is the event's
+/// [`content_chars`]. Its `tokens` are left for the caller.
+pub fn reference_message(event: &Event, chars: i64) -> ViewMessage<'_> {
     let content = format!(
         "[{} characters offloaded; recall {}]",
-        shown_text(event).chars().count(),
+        shown_text(event, chars).1,
         observation_uri(event.seq)
     );
     reduced_message(event, content, Projection::Reference)
 }
 
 /// Tokens of a message built by ctxd (not stored with an event).
-pub fn cost(message: &ViewMessage, tokenizer: Tokenizer) -> i64 {
+pub fn cost(message: &ViewMessage<'_>, tokenizer: Tokenizer) -> i64 {
     let calls: i64 = message
         .tool_calls
         .iter()
@@ -178,7 +174,7 @@ pub fn summary_message(
     refs: &[ReducedRef],
     max_chars: usize,
     tokenizer: Tokenizer,
-) -> Option<ViewMessage> {
+) -> Option<ViewMessage<'static>> {
     if summary.text.trim().is_empty() && refs.is_empty() {
         return None;
     }
@@ -228,8 +224,8 @@ pub fn summary_message(
     let mut message = ViewMessage {
         seq: None,
         role: Role::User,
-        content: text,
-        tool_calls: Vec::new(),
+        content: Cow::Owned(text),
+        tool_calls: Cow::Borrowed(&[]),
         tool_call_id: None,
         name: None,
         is_error: false,
@@ -245,7 +241,7 @@ pub fn placeholder_result(
     call: &ToolCall,
     observation: Option<i64>,
     tokenizer: Tokenizer,
-) -> ViewMessage {
+) -> ViewMessage<'_> {
     let content = match observation {
         Some(seq) => format!(
             "[tool result unavailable: context was compacted; recall {}]",
@@ -256,10 +252,10 @@ pub fn placeholder_result(
     let mut message = ViewMessage {
         seq: None,
         role: Role::Tool,
-        content,
-        tool_calls: Vec::new(),
-        tool_call_id: Some(call.id.clone()),
-        name: Some(call.name.clone()),
+        content: Cow::Owned(content),
+        tool_calls: Cow::Borrowed(&[]),
+        tool_call_id: Some(Cow::Borrowed(&call.id)),
+        name: Some(Cow::Borrowed(&call.name)),
         is_error: false,
         projection: Projection::Reference,
         tokens: 0,

@@ -4,6 +4,7 @@
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -15,7 +16,7 @@ use super::AppState;
 use crate::compaction::{self, CompactError, CompactRequest};
 use crate::domain::compaction::{CompactionRecord, Mode};
 use crate::domain::FieldError;
-use crate::engine::render::{render, Format};
+use crate::engine::render::{rendered, Format};
 
 const DEFAULT_PAGE: u32 = 20;
 const MAX_PAGE: u32 = 200;
@@ -54,7 +55,7 @@ pub struct CompactResponse {
     /// The request body to send, in the asked format: `{messages}` for OpenAI, `{system,
     /// messages}` for Anthropic, `{items}` for raw.
     #[schema(value_type = Object)]
-    pub view: Value,
+    pub view: Box<RawValue>,
     pub record: CompactionRecord,
     /// Whether this compaction was stored (false for dry runs and for calls that changed
     /// nothing: the record then describes the view but is not listed).
@@ -114,11 +115,16 @@ async fn compact(
         &state.view_cache,
         id,
         request,
+        // Serialised straight from the borrowed messages: the view is most of the answer.
+        |messages| serde_json::value::to_raw_value(&rendered(body.format, messages)),
     )
     .await
     .map_err(|e| compact_error(e, id))?;
+    let view = compacted
+        .view
+        .map_err(|e| ApiError::Internal(format!("rendering the view: {e}")))?;
     Ok(Json(CompactResponse {
-        view: render(body.format, &compacted.messages),
+        view,
         record: compacted.record,
         persisted: compacted.persisted,
     }))

@@ -80,6 +80,22 @@ pub fn full_message(event: &Event) -> ViewMessage<'_> {
 
 /// The first lines of `text`, at most `PREVIEW_LINES` lines and `max_chars` characters.
 fn head_of(text: &str, max_chars: usize) -> &str {
+    // Tool output is mostly ASCII: there a character is a byte, and no character is decoded.
+    let window = &text.as_bytes()[..text.len().min(max_chars)];
+    if window.is_ascii() {
+        let end = window
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .nth(PREVIEW_LINES - 1)
+            .map_or(window.len(), |(i, _)| i);
+        return &text[..end];
+    }
+    head_of_chars(text, max_chars)
+}
+
+/// [`head_of`], a character at a time.
+fn head_of_chars(text: &str, max_chars: usize) -> &str {
     let mut lines = 0;
     for (count, (i, c)) in text.char_indices().enumerate() {
         if count >= max_chars {
@@ -267,6 +283,16 @@ pub fn placeholder_result(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn previews_cut_ascii_as_any_text(
+            text in "[ab\n]{0,300}|[aé→\n]{0,300}",
+            max_chars in 0usize..400,
+        ) {
+            proptest::prop_assert_eq!(head_of(&text, max_chars), head_of_chars(&text, max_chars));
+        }
+    }
 
     #[test]
     fn previews_stop_at_the_line_or_character_bound() {

@@ -44,12 +44,11 @@ use ctxd::compaction::{self, cache::CachedView};
 use ctxd::domain::compaction::{CompactionRecord, Mode, Tier};
 use ctxd::domain::event::{Event, EventBody, Message, Role, ToolCall};
 use ctxd::domain::session::SessionConfig;
-use ctxd::engine::render::{rendered, Format, Rendered};
+use ctxd::engine::render::{write_view, Format, Fragments};
 use ctxd::engine::{self, CompactionState, EngineInput, EngineOutput};
 use ctxd::store::{PostgresStore, Store};
 use ctxd::tokens::Tokenizer;
 use ctxd::{app, AppState, Limits};
-use serde::Serialize;
 use serde_json::{json, Value};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection};
@@ -125,6 +124,8 @@ struct MemorySession<'c> {
     config: &'c SessionConfig,
     state: CompactionState,
     log: Vec<Event>,
+    /// The JSON of the view's parts, as a replica's view cache keeps it.
+    fragments: Fragments,
 }
 
 impl<'c> MemorySession<'c> {
@@ -134,6 +135,7 @@ impl<'c> MemorySession<'c> {
             config,
             state: CompactionState::default(),
             log: Vec::new(),
+            fragments: Fragments::default(),
         }
     }
 
@@ -208,17 +210,20 @@ impl<'c> MemorySession<'c> {
         .await
         .expect("compaction");
         let engine = started.elapsed();
-        let (render, serialise, body) = respond(&out);
+        let (view_json, rest_json, body) = respond(&out, &mut self.fragments);
         let turn = Turn {
             record: out.record,
             messages: out.messages.len(),
             engine,
-            render,
-            serialise,
+            view_json,
+            rest_json,
             body_bytes: body.len(),
         };
         if out.changed {
             self.state = out.state;
+            let state = &self.state;
+            let shown = |seq: i64| seq > state.checkpoint_seq || state.kept.contains(&seq);
+            self.fragments.retain(shown);
         }
         turn
     }
@@ -229,33 +234,28 @@ struct Turn {
     record: CompactionRecord,
     messages: usize,
     engine: Duration,
-    render: Duration,
-    serialise: Duration,
+    view_json: Duration,
+    rest_json: Duration,
     body_bytes: usize,
 }
 
-/// The body `POST /sessions/{id}/compact` answers with.
-#[derive(Serialize)]
-struct CompactResponse<'a> {
-    view: Rendered<'a>,
-    record: &'a CompactionRecord,
-    persisted: bool,
-}
-
-/// The answer to a compact call as the handler makes it (OpenAI format), rendering and
-/// serialising timed apart.
-fn respond(out: &EngineOutput<'_>) -> (Duration, Duration, Vec<u8>) {
+/// The answer to a compact call as the handler writes it (OpenAI format): the view's JSON
+/// (reusing what `fragments` kept of earlier calls), then the record's; each timed.
+fn respond(out: &EngineOutput<'_>, fragments: &mut Fragments) -> (Duration, Duration, Vec<u8>) {
     let started = Instant::now();
-    let view = rendered(Format::Openai, &out.messages);
-    let render = started.elapsed();
+    let mut body = Vec::with_capacity(512 * 1024);
+    body.extend_from_slice(br#"{"view":"#);
+    write_view(Format::Openai, &out.messages, fragments, &mut body).expect("view");
+    let view_json = started.elapsed();
     let started = Instant::now();
-    let body = serde_json::to_vec(&CompactResponse {
-        view,
-        record: &out.record,
-        persisted: out.changed,
-    })
-    .expect("serialise");
-    (render, started.elapsed(), body)
+    body.extend_from_slice(br#","record":"#);
+    serde_json::to_writer(&mut body, &out.record).expect("record");
+    body.extend_from_slice(if out.changed {
+        br#","persisted":true}"#
+    } else {
+        br#","persisted":false}"#
+    });
+    (view_json, started.elapsed(), body)
 }
 
 struct InProcessResult {
@@ -263,8 +263,8 @@ struct InProcessResult {
     end_size: usize,
     setup: Duration,
     engine: Samples,
-    render: Samples,
-    serialise: Samples,
+    view_json: Samples,
+    rest_json: Samples,
     idle: Samples,
     tiers: Tiers,
     view_messages: Mean,
@@ -294,8 +294,8 @@ async fn run_in_process(size: usize, config: &SessionConfig) -> InProcessResult 
         end_size: 0,
         setup,
         engine: Samples::default(),
-        render: Samples::default(),
-        serialise: Samples::default(),
+        view_json: Samples::default(),
+        rest_json: Samples::default(),
         idle: Samples::default(),
         tiers: Tiers::default(),
         view_messages: Mean::default(),
@@ -312,8 +312,8 @@ async fn run_in_process(size: usize, config: &SessionConfig) -> InProcessResult 
         let turn = session.compact().await;
         result.engine.push(turn.engine);
         result.tiers.add(turn.record.tier, turn.record.acted);
-        result.render.push(turn.render);
-        result.serialise.push(turn.serialise);
+        result.view_json.push(turn.view_json);
+        result.rest_json.push(turn.rest_json);
         result.view_messages.add(turn.messages as f64);
         result.view_tokens.add(turn.record.tokens_after as f64);
         result.body_bytes.add(turn.body_bytes as f64);
@@ -359,8 +359,8 @@ struct Phases {
     engine: Samples,
     /// Only when the compaction changed something.
     save: Samples,
-    render: Samples,
-    serialise: Samples,
+    view_json: Samples,
+    rest_json: Samples,
 }
 
 impl Service {
@@ -497,7 +497,7 @@ impl Service {
         let store = self.store.as_ref();
         let before = cached.as_ref().map_or(0, |c| c.events().len());
         let started = Instant::now();
-        let (row, stored, view) =
+        let (row, stored, mut view) =
             compaction::load(store, session, cached.take().unwrap_or_default())
                 .await
                 .expect("session, state and view");
@@ -509,7 +509,7 @@ impl Service {
 
         let state = &stored.state;
 
-        let events = view.events();
+        let (events, fragments) = view.parts();
         let head_seq = events
             .last()
             .map_or(state.checkpoint_seq, |e| e.seq)
@@ -549,9 +549,9 @@ impl Service {
             assert!(saved, "nothing else compacts this session");
         }
 
-        let (render, serialise, _) = respond(&out);
-        phases.render.push(render);
-        phases.serialise.push(serialise);
+        let (view_json, rest_json, _) = respond(&out, fragments);
+        phases.view_json.push(view_json);
+        phases.rest_json.push(rest_json);
         phases.turns += 1;
         drop(out);
         *cached = Some(view);
@@ -977,8 +977,8 @@ fn report(in_process: &[InProcessResult], http: &[HttpResult]) {
         "mean",
         "idle50",
         "idle99",
-        "render50",
-        "serialise50",
+        "view→json50",
+        "record→json50",
         "msgs",
         "ktokens",
         "body KB"
@@ -993,8 +993,8 @@ fn report(in_process: &[InProcessResult], http: &[HttpResult]) {
             r.engine.mean(),
             r.idle.p50(),
             r.idle.p99(),
-            r.render.p50(),
-            r.serialise.p50(),
+            r.view_json.p50(),
+            r.rest_json.p50(),
             r.view_messages.get(),
             r.view_tokens.get() / 1e3,
             r.body_bytes.get() / 1e3,
@@ -1043,21 +1043,22 @@ fn report(in_process: &[InProcessResult], http: &[HttpResult]) {
         );
         println!(
             "{:>9} | {:>13} {:>13} {:>13} {:>13} {:>13} | {:>7} {:>8}",
-            "events", "load", "engine", "save", "render", "serialise", "sum", "http−sum"
+            "events", "load", "engine", "save", "view→json", "record→json", "sum", "http−sum"
         );
         for r in http {
             let p = &r.phases;
             let cell = |s: &Samples| format!("{:.3} ({:.3})", s.mean(), s.p50());
             let save = p.save.per_turn(p.turns);
-            let sum = p.load.mean() + p.engine.mean() + save + p.render.mean() + p.serialise.mean();
+            let sum =
+                p.load.mean() + p.engine.mean() + save + p.view_json.mean() + p.rest_json.mean();
             println!(
                 "{:>9} | {:>13} {:>13} {:>13} {:>13} {:>13} | {:>7.3} {:>8.3}",
                 r.size,
                 cell(&p.load),
                 cell(&p.engine),
                 format!("{save:.3} ({}×)", p.save.0.len()),
-                cell(&p.render),
-                cell(&p.serialise),
+                cell(&p.view_json),
+                cell(&p.rest_json),
                 sum,
                 r.compact.mean() - sum,
             );

@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use uuid::Uuid;
 
 use crate::domain::event::Event;
+use crate::engine::render::Fragments;
 use crate::engine::view;
 use crate::engine::CompactionState;
 use crate::store::{Store, StoreError};
@@ -21,6 +22,8 @@ use crate::store::{Store, StoreError};
 pub struct CachedView {
     checkpoint: i64,
     events: Vec<Event>,
+    /// The JSON their messages rendered to (see [`Fragments`]).
+    fragments: Fragments,
 }
 
 impl CachedView {
@@ -28,15 +31,22 @@ impl CachedView {
         &self.events
     }
 
+    /// The events, and the JSON their messages rendered to.
+    pub fn parts(&mut self) -> (&[Event], &mut Fragments) {
+        (&self.events, &mut self.fragments)
+    }
+
     fn newest(&self) -> i64 {
         self.events.last().map_or(self.checkpoint, |e| e.seq)
     }
 
     fn bytes(&self) -> usize {
-        self.events
+        let events: usize = self
+            .events
             .iter()
             .map(|e| 256 + view::text_of(e).len())
-            .sum()
+            .sum();
+        events + self.fragments.bytes()
     }
 
     /// The newest seq read, when anything is cached: the events after it are all a warm view
@@ -68,8 +78,9 @@ impl CachedView {
             self = Self::default();
         }
         if !self.events.is_empty() {
-            self.events
-                .retain(|e| e.seq > state.checkpoint_seq || state.kept.contains(&e.seq));
+            let shown = |seq: i64| seq > state.checkpoint_seq || state.kept.contains(&seq);
+            self.events.retain(|e| shown(e.seq));
+            self.fragments.retain(shown);
         }
         let have: std::collections::HashSet<i64> = self.events.iter().map(|e| e.seq).collect();
         let missing: Vec<i64> = state

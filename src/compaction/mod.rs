@@ -12,6 +12,7 @@ use cache::{CachedView, ViewCache};
 
 use crate::domain::compaction::{CompactionRecord, Mode, ViewMessage};
 use crate::domain::session::Session;
+use crate::engine::render::Fragments;
 use crate::engine::{self, EngineError, EngineInput};
 use crate::store::{Store, StoreError, StoredState};
 use crate::summarize::Summarizer;
@@ -52,21 +53,22 @@ pub enum CompactError {
 
 /// Compacts a session's context and returns the view to send, as `present` makes it from the
 /// view's messages (which borrow from the events, so nothing is copied unless `present` copies
-/// it). The view's events come from `cache` when this replica has them, else from the store.
+/// it) and the JSON this replica keeps of their rendering. The view's events come from `cache`
+/// when this replica has them, else from the store.
 pub async fn compact_session<V>(
     store: &dyn Store,
     summarizer: Option<&dyn Summarizer>,
     cache: &ViewCache,
     session_id: Uuid,
     request: CompactRequest,
-    present: impl FnOnce(&[ViewMessage<'_>]) -> V,
+    present: impl FnOnce(&[ViewMessage<'_>], &mut Fragments) -> V,
 ) -> Result<Compacted<V>, CompactError> {
     let mut cached = cache.take(session_id);
     for _ in 0..ATTEMPTS {
         let (session, stored, view) = load(store, session_id, cached).await?;
         cached = view;
         let state = &stored.state;
-        let events = cached.events();
+        let (events, fragments) = cached.parts();
         let head_seq = events
             .last()
             .map_or(state.checkpoint_seq, |e| e.seq)
@@ -98,7 +100,7 @@ pub async fn compact_session<V>(
                 )
                 .await?;
         if saved || !persist {
-            let view = present(&out.messages);
+            let view = present(&out.messages, fragments);
             let record = out.record;
             // The messages borrow the cached events: done with them, the cache takes them back.
             drop(out.messages);

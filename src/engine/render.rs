@@ -20,8 +20,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::domain::compaction::ViewMessage;
+use crate::domain::compaction::{Projection, ViewMessage};
 use crate::domain::event::{Role, ToolCall};
+
+mod fragments;
+
+pub use fragments::{write_view, Fragments};
 
 /// The first user message of an Anthropic request whose view would start with the assistant
 /// (or has no message besides the system prompt): Anthropic requires a user message first.
@@ -34,7 +38,7 @@ const MISSING_RESULT: &str = "No result was recorded for this tool call.";
 const EMPTY_ERROR_RESULT: &str = "The tool failed without output.";
 
 /// The provider shape a view is rendered in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     /// OpenAI chat-completions `messages`.
@@ -89,6 +93,49 @@ fn to_value(request: &impl Serialize) -> Value {
     serde_json::to_value(request).unwrap_or(Value::Null)
 }
 
+/// What a part of a rendered request is made from, when that is one view message alone: the
+/// event it shows, how it is shown, and which of the message's parts it is. Such a part renders
+/// the same on every call, so a writer may reuse its JSON (see [`write_view`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PartKey {
+    pub seq: i64,
+    pub projection: Projection,
+    pub index: u16,
+}
+
+impl PartKey {
+    fn of(message: &ViewMessage<'_>, index: usize) -> Option<Self> {
+        Some(Self {
+            seq: message.seq?,
+            projection: message.projection,
+            index: u16::try_from(index).ok()?,
+        })
+    }
+}
+
+/// A part of a request with what it is made from, when that is one message alone; it
+/// serialises as the part.
+pub struct Keyed<T> {
+    key: Option<PartKey>,
+    part: T,
+}
+
+impl<T> Keyed<T> {
+    fn by(key: Option<PartKey>, part: T) -> Self {
+        Self { key, part }
+    }
+
+    fn fresh(part: T) -> Self {
+        Self { key: None, part }
+    }
+}
+
+impl<T: Serialize> Serialize for Keyed<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.part.serialize(serializer)
+    }
+}
+
 /// `{"items": [...]}`.
 #[derive(Serialize)]
 pub struct RawRequest<'a> {
@@ -98,7 +145,7 @@ pub struct RawRequest<'a> {
 /// `{"messages": [...]}` for OpenAI chat completions.
 #[derive(Serialize)]
 pub struct OpenaiRequest<'a> {
-    messages: Vec<OpenaiMessage<'a>>,
+    messages: Vec<Keyed<OpenaiMessage<'a>>>,
 }
 
 #[derive(Serialize)]
@@ -149,18 +196,20 @@ fn openai<'a>(messages: &'a [ViewMessage<'a>]) -> OpenaiRequest<'a> {
     for placed in pair_tool_results(messages) {
         match placed {
             Placed::OrphanResult(result) => {
-                rendered.push(OpenaiMessage::text(
-                    "user",
-                    orphan_result_text(result).into(),
-                ));
+                let text = orphan_result_text(result).into();
+                rendered.push(Keyed::fresh(OpenaiMessage::text("user", text)));
             }
             Placed::Message { message, results } => {
-                rendered.push(openai_message(message));
+                rendered.push(Keyed::by(PartKey::of(message, 0), openai_message(message)));
                 for (call, result) in tool_calls_of(message).iter().zip(results) {
-                    rendered.push(OpenaiMessage {
-                        tool_call_id: Some(&call.id),
-                        ..OpenaiMessage::text("tool", openai_result_content(result))
-                    });
+                    let key = result.and_then(|r| PartKey::of(r, 0));
+                    rendered.push(Keyed::by(
+                        key,
+                        OpenaiMessage {
+                            tool_call_id: Some(&call.id),
+                            ..OpenaiMessage::text("tool", openai_result_content(result))
+                        },
+                    ));
                 }
             }
         }
@@ -179,7 +228,7 @@ pub struct AnthropicRequest<'a> {
 #[derive(Serialize)]
 struct AnthropicMessage<'a> {
     role: &'static str,
-    content: Vec<Block<'a>>,
+    content: Vec<Keyed<Block<'a>>>,
 }
 
 #[derive(Serialize)]
@@ -212,7 +261,8 @@ fn anthropic<'a>(messages: &'a [ViewMessage<'a>]) -> AnthropicRequest<'a> {
     for placed in pair_tool_results(messages) {
         match placed {
             Placed::OrphanResult(result) => {
-                turns.push(Role::User, text_blocks(orphan_result_text(result).into()));
+                let text = text_blocks(orphan_result_text(result).into());
+                turns.push(Role::User, text.into_iter().map(Keyed::fresh).collect());
             }
             Placed::Message { message, results } => match message.role {
                 Role::System => {
@@ -221,15 +271,18 @@ fn anthropic<'a>(messages: &'a [ViewMessage<'a>]) -> AnthropicRequest<'a> {
                     }
                 }
                 Role::User | Role::Tool => {
-                    turns.push(Role::User, text_blocks(Cow::Borrowed(&message.content)));
+                    let text = text_blocks(Cow::Borrowed(&message.content));
+                    turns.push(Role::User, keyed_blocks(message, text));
                 }
                 Role::Assistant => {
                     let calls = tool_calls_of(message);
                     let mut blocks = text_blocks(Cow::Borrowed(&message.content));
                     blocks.extend(calls.iter().map(tool_use_block));
-                    turns.push(Role::Assistant, blocks);
-                    let results = calls.iter().zip(results);
-                    let results = results.map(|(call, result)| tool_result_block(call, result));
+                    turns.push(Role::Assistant, keyed_blocks(message, blocks));
+                    let results = calls.iter().zip(results).map(|(call, result)| {
+                        let key = result.and_then(|r| PartKey::of(r, 0));
+                        Keyed::by(key, tool_result_block(call, result))
+                    });
                     turns.push(Role::User, results.collect());
                 }
             },
@@ -356,14 +409,22 @@ fn error_text(content: &str) -> Cow<'_, str> {
     }
 }
 
+/// The blocks a message renders to, each keyed by the message and its place among them.
+fn keyed_blocks<'a>(message: &ViewMessage<'_>, blocks: Vec<Block<'a>>) -> Vec<Keyed<Block<'a>>> {
+    let keyed = blocks.into_iter().enumerate();
+    keyed
+        .map(|(i, block)| Keyed::by(PartKey::of(message, i), block))
+        .collect()
+}
+
 /// Anthropic messages under construction: consecutive blocks of one role share a message.
 #[derive(Default)]
-struct AnthropicTurns<'a>(Vec<(Role, Vec<Block<'a>>)>);
+struct AnthropicTurns<'a>(Vec<(Role, Vec<Keyed<Block<'a>>>)>);
 
 impl<'a> AnthropicTurns<'a> {
     /// Appends `blocks` to the last message when it has the same role, else starts a message.
     /// No blocks, no message: Anthropic rejects empty content.
-    fn push(&mut self, role: Role, blocks: Vec<Block<'a>>) {
+    fn push(&mut self, role: Role, blocks: Vec<Keyed<Block<'a>>>) {
         if blocks.is_empty() {
             return;
         }
@@ -376,6 +437,7 @@ impl<'a> AnthropicTurns<'a> {
     fn into_messages(mut self) -> Vec<AnthropicMessage<'a>> {
         if self.0.first().is_none_or(|(role, _)| *role != Role::User) {
             let opening = text_blocks(CONVERSATION_CONTINUES.into());
+            let opening = opening.into_iter().map(Keyed::fresh).collect();
             self.0.insert(0, (Role::User, opening));
         }
         self.0
@@ -1180,6 +1242,42 @@ mod tests {
             prop_assert_eq!(validate_anthropic(&anthropic), Ok(()), "{:#}", anthropic);
             assert_no_content_lost(&view, &anthropic);
             prop_assert_eq!(count(&anthropic, "type", "tool_result"), results);
+        }
+
+        /// A view written after an earlier one (a prefix of it, as between compactions that do
+        /// not act), some of its messages since reduced, is exactly the view rendered afresh.
+        #[test]
+        fn views_written_with_reused_parts_are_the_views_rendered(
+            systems in 0..3usize,
+            with_summary in any::<bool>(),
+            steps in prop::collection::vec(step(), 0..40),
+            earlier in any::<prop::sample::Index>(),
+            reduced in prop::collection::vec(any::<bool>(), 0..50),
+        ) {
+            let mut view = view_of(systems, with_summary, &steps);
+            for (i, m) in view.iter_mut().enumerate() {
+                m.seq = m.seq.map(|_| i as i64 + 1);
+            }
+            let earlier = view[..earlier.index(view.len() + 1)].to_vec();
+            for (i, m) in view.iter_mut().enumerate() {
+                if m.seq.is_some() && reduced.get(i).copied().unwrap_or(false) {
+                    m.content = format!("[preview {i}]").into();
+                    m.projection = Projection::Preview;
+                }
+            }
+            for format in [Format::Openai, Format::Anthropic, Format::Raw] {
+                let mut fragments = Fragments::default();
+                for v in [&earlier, &view] {
+                    let mut written = Vec::new();
+                    write_view(format, v, &mut fragments, &mut written).unwrap();
+                    let fresh = serde_json::to_vec(&rendered(format, v)).unwrap();
+                    prop_assert_eq!(
+                        String::from_utf8(written).unwrap(),
+                        String::from_utf8(fresh).unwrap(),
+                        "{:?}", format
+                    );
+                }
+            }
         }
     }
 }

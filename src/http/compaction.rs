@@ -2,6 +2,8 @@
 //! explain it, and the provider's real counts that calibrate it.
 
 use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -16,7 +18,7 @@ use super::AppState;
 use crate::compaction::{self, CompactError, CompactRequest};
 use crate::domain::compaction::{CompactionRecord, Mode};
 use crate::domain::FieldError;
-use crate::engine::render::{rendered, Format};
+use crate::engine::render::{write_view, Format};
 
 const DEFAULT_PAGE: u32 = 20;
 const MAX_PAGE: u32 = 200;
@@ -49,8 +51,11 @@ pub struct CompactBody {
     pub overflow_retry: u8,
 }
 
+// The handler writes this shape itself (see `finish_answer`), so that the view is serialised
+// only once; the type documents it.
 /// The view to send and the record that explains it.
 #[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
 pub struct CompactResponse {
     /// The request body to send, in the asked format: `{messages}` for OpenAI, `{system,
     /// messages}` for Anthropic, `{items}` for raw.
@@ -85,7 +90,7 @@ async fn compact(
     State(state): State<AppState>,
     Path(id): Path<Uuid>,
     extract::Json(body): extract::Json<CompactBody>,
-) -> Result<Json<CompactResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     if body.overflow_retry > 2 {
         return Err(ApiError::validation(vec![FieldError::new(
             "overflow_retry",
@@ -109,25 +114,44 @@ async fn compact(
         overflow_retry: body.overflow_retry,
         tools_tokens,
     };
+    // The view is most of the answer: it is written first, straight from the borrowed
+    // messages and the JSON this replica kept of the parts that did not change.
     let compacted = compaction::compact_session(
         state.store.as_ref(),
         state.summarizer.as_deref(),
         &state.view_cache,
         id,
         request,
-        // Serialised straight from the borrowed messages: the view is most of the answer.
-        |messages| serde_json::value::to_raw_value(&rendered(body.format, messages)),
+        |messages, fragments| {
+            let size: usize = messages.iter().map(|m| m.content.len() + 256).sum();
+            let mut answer = Vec::with_capacity(size + 16 * 1024);
+            answer.extend_from_slice(br#"{"view":"#);
+            write_view(body.format, messages, fragments, &mut answer).map(|()| answer)
+        },
     )
     .await
     .map_err(|e| compact_error(e, id))?;
-    let view = compacted
+    let answer = compacted
         .view
-        .map_err(|e| ApiError::Internal(format!("rendering the view: {e}")))?;
-    Ok(Json(CompactResponse {
-        view,
-        record: compacted.record,
-        persisted: compacted.persisted,
-    }))
+        .and_then(|answer| finish_answer(answer, &compacted.record, compacted.persisted))
+        .map_err(|e| ApiError::Internal(format!("writing the answer: {e}")))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], answer).into_response())
+}
+
+/// Completes an answer that starts with `{"view":<view>` into a [`CompactResponse`].
+fn finish_answer(
+    mut answer: Vec<u8>,
+    record: &CompactionRecord,
+    persisted: bool,
+) -> serde_json::Result<Vec<u8>> {
+    answer.extend_from_slice(br#","record":"#);
+    serde_json::to_writer(&mut answer, record)?;
+    answer.extend_from_slice(if persisted {
+        br#","persisted":true}"#
+    } else {
+        br#","persisted":false}"#
+    });
+    Ok(answer)
 }
 
 fn compact_error(error: CompactError, id: Uuid) -> ApiError {

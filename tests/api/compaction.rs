@@ -418,8 +418,9 @@ async fn summariser_failures_fall_back_and_say_why_postgres() {
 
 on_both_backends! {
     async fn replicas_continue_each_others_compactions(app) {
-        // Each replica remembers the events of the views it served; a replica whose memory is
-        // behind another's compaction must still serve exactly the stored state's view.
+        // Each replica remembers the events of the views it served, and the JSON their
+        // messages rendered to in each format; a replica whose memory is behind another's
+        // compaction must still serve exactly the stored state's view, in every format.
         let id = small_session(&app).await;
         let other = app.replica().await;
         let bases = [app.base.clone(), other];
@@ -430,14 +431,15 @@ on_both_backends! {
             batch.extend(exchange(&format!("r{turn}"), 1_500));
             assert_eq!(app.append(&id, Value::Array(batch)).await.status, StatusCode::CREATED);
             let (here, there) = (&bases[turn % 2], &bases[(turn + 1) % 2]);
-            let served = app.send(app.client.post(format!("{here}/sessions/{id}/compact")).json(&json!({}))).await;
+            let format = ["openai", "anthropic", "raw"][turn % 3];
+            let served = app.send(app.client.post(format!("{here}/sessions/{id}/compact")).json(&json!({"format": format}))).await;
             assert_eq!(served.status, StatusCode::OK);
             acted += usize::from(served.body["record"]["acted"] == true);
-            let replayed = app.send(app.client.post(format!("{there}/sessions/{id}/compact")).json(&json!({"mode": "dry_run"}))).await;
+            let replayed = app.send(app.client.post(format!("{there}/sessions/{id}/compact")).json(&json!({"mode": "dry_run", "format": format}))).await;
             assert_eq!(replayed.body["view"], served.body["view"], "turn {turn}: the other replica serves the same view");
             // And both serve what a replica with nothing in memory reads from the database.
             let fresh = app.replica().await;
-            let truth = app.send(app.client.post(format!("{fresh}/sessions/{id}/compact")).json(&json!({"mode": "dry_run"}))).await;
+            let truth = app.send(app.client.post(format!("{fresh}/sessions/{id}/compact")).json(&json!({"mode": "dry_run", "format": format}))).await;
             assert_eq!(truth.body["view"], served.body["view"], "turn {turn}: as read from the database");
         }
         assert!(acted >= 2, "the session compacted along the way");

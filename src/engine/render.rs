@@ -184,7 +184,8 @@ struct OpenaiCall<'a> {
 #[derive(Serialize)]
 struct OpenaiFunction<'a> {
     name: &'a str,
-    arguments: Cow<'a, str>,
+    /// The arguments as the JSON string OpenAI takes, written when serialised.
+    arguments: ArgumentsText<'a>,
 }
 
 /// `{"messages": [...]}` in OpenAI chat-completions form. Each assistant message with tool calls
@@ -240,7 +241,8 @@ enum Block<'a> {
     ToolUse {
         id: &'a str,
         name: &'a str,
-        input: Cow<'a, Value>,
+        /// The arguments as the object Anthropic takes, made when serialised.
+        input: ToolInput<'a>,
     },
     ToolResult {
         tool_use_id: &'a str,
@@ -375,7 +377,7 @@ fn openai_message<'a>(message: &'a ViewMessage<'a>) -> OpenaiMessage<'a> {
                 kind: "function",
                 function: OpenaiFunction {
                     name: &call.name,
-                    arguments: call.arguments_text(),
+                    arguments: ArgumentsText(&call.arguments),
                 },
             })
             .collect();
@@ -463,7 +465,30 @@ fn tool_use_block(call: &ToolCall) -> Block<'_> {
     Block::ToolUse {
         id: &call.id,
         name: &call.name,
-        input: tool_input(&call.arguments),
+        input: ToolInput(&call.arguments),
+    }
+}
+
+/// Tool-call arguments as OpenAI takes them (see [`ToolCall::arguments_text`]). Converted only
+/// when serialised: a part whose JSON a writer reuses is never converted.
+struct ArgumentsText<'a>(&'a Value);
+
+impl Serialize for ArgumentsText<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::String(text) => serializer.serialize_str(text),
+            other => serializer.serialize_str(&other.to_string()),
+        }
+    }
+}
+
+/// Tool-call arguments as Anthropic takes them (see [`tool_input`]), converted only when
+/// serialised.
+struct ToolInput<'a>(&'a Value);
+
+impl Serialize for ToolInput<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        tool_input(self.0).serialize(serializer)
     }
 }
 

@@ -83,12 +83,9 @@ fn head_of(text: &str, max_chars: usize) -> &str {
     // Tool output is mostly ASCII: there a character is a byte, and no character is decoded.
     let window = &text.as_bytes()[..text.len().min(max_chars)];
     if window.is_ascii() {
-        let end = window
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| **b == b'\n')
+        let end = memchr::memchr_iter(b'\n', window)
             .nth(PREVIEW_LINES - 1)
-            .map_or(window.len(), |(i, _)| i);
+            .unwrap_or(window.len());
         return &text[..end];
     }
     head_of_chars(text, max_chars)

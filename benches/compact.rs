@@ -18,13 +18,14 @@
 //! 1. In-process: `ctxd::engine::compact` over the view's events held in memory (the kept
 //!    events and every event after the checkpoint, as `compaction::compact_session` loads them),
 //!    with the state carried from call to call as `compact_session` persists it; then,
-//!    separately, `render_openai` and the serde_json serialisation of the response body.
+//!    separately, the answer as the handler writes it: the view's JSON (`render::write_view`,
+//!    reusing what earlier calls rendered, as a replica does) and the record's.
 //! 2. Over HTTP on PostgreSQL: ctxd served in-process on 127.0.0.1:0 over a fresh schema of
 //!    `CTXD_TEST_DATABASE_URL` (dropped at the end), a reqwest client calling
 //!    `POST /sessions/{id}/compact` with `{}` and reading the whole response. Then, for more
 //!    turns, the handler's steps are replayed directly against the store and timed one by one
-//!    (reading the session, loading the state, loading the view's events, the engine, saving,
-//!    rendering, serialising); what the HTTP mean has beyond their sum is the HTTP layer.
+//!    (`compaction::load` with a view cache of its own, the engine, saving, the view's JSON,
+//!    the record's); what the HTTP mean has beyond their sum is the HTTP layer.
 //!
 //! Run with `CTXD_PG_DURABLE=1 scripts/with-postgres cargo bench --bench compact`. Choose sizes
 //! with `CTXD_BENCH_SIZES=1000,10000` (default 1000,10000,100000). Without

@@ -77,17 +77,19 @@ impl CachedView {
         if self.checkpoint > state.checkpoint_seq {
             self = Self::default();
         }
-        if !self.events.is_empty() {
+        // What a view shows changes only when its checkpoint moves (folding is what moves it,
+        // and what adds kept events).
+        if self.checkpoint != state.checkpoint_seq && !self.events.is_empty() {
             let shown = |seq: i64| seq > state.checkpoint_seq || state.kept.contains(&seq);
             self.events.retain(|e| shown(e.seq));
             self.fragments.retain(shown);
         }
-        let have: std::collections::HashSet<i64> = self.events.iter().map(|e| e.seq).collect();
+        // The events are in seq order.
         let missing: Vec<i64> = state
             .kept
             .iter()
             .copied()
-            .filter(|seq| !have.contains(seq))
+            .filter(|seq| self.events.binary_search_by_key(seq, |e| e.seq).is_err())
             .collect();
         let after = self.newest().max(state.checkpoint_seq);
         // What the state saw (up to its last view's head) must be in the view.

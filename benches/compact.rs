@@ -47,7 +47,7 @@ use ctxd::domain::event::{Event, EventBody, Message, Role, ToolCall};
 use ctxd::domain::session::SessionConfig;
 use ctxd::engine::render::{write_view, Format, Fragments};
 use ctxd::engine::{self, CompactionState, EngineInput, EngineOutput};
-use ctxd::store::{PostgresStore, Store};
+use ctxd::store::{PostgresStore, Store, StoredState};
 use ctxd::tokens::Tokenizer;
 use ctxd::{app, AppState, Limits};
 use serde_json::{json, Value};
@@ -534,6 +534,7 @@ impl Service {
         .expect("compaction");
         phases.engine.push(started.elapsed());
 
+        let mut version = stored.version;
         if out.changed {
             let started = Instant::now();
             let saved = store
@@ -548,13 +549,15 @@ impl Service {
                 .expect("save");
             phases.save.push(started.elapsed());
             assert!(saved, "nothing else compacts this session");
+            version += 1;
         }
 
         let (view_json, rest_json, _) = respond(&out, fragments);
         phases.view_json.push(view_json);
         phases.rest_json.push(rest_json);
         phases.turns += 1;
-        drop(out);
+        let state = if out.changed { out.state } else { stored.state };
+        view.keep_state(StoredState { version, state });
         *cached = Some(view);
     }
 }

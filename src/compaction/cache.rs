@@ -14,16 +14,19 @@ use crate::domain::event::Event;
 use crate::engine::render::Fragments;
 use crate::engine::view;
 use crate::engine::CompactionState;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoredState};
 
 /// The events of one session's view: those kept at or before `checkpoint`, then every event
-/// after it up to the newest read, in seq order.
+/// after it up to the newest read, in seq order; and the compaction state last read or written
+/// with it.
 #[derive(Debug, Default)]
 pub struct CachedView {
     checkpoint: i64,
     events: Vec<Event>,
     /// The JSON their messages rendered to (see [`Fragments`]).
     fragments: Fragments,
+    /// A state as stored at its version: reused while the database holds that version.
+    state: Option<StoredState>,
 }
 
 impl CachedView {
@@ -46,7 +49,28 @@ impl CachedView {
             .iter()
             .map(|e| 256 + view::text_of(e).len())
             .sum();
-        events + self.fragments.bytes()
+        let state = self.state.as_ref().map_or(0, |s| {
+            let summary = &s.state.summary;
+            let a = &summary.anchors;
+            let anchors = a.user_intent.len()
+                + a.execution_progress.len()
+                + a.key_decision.len()
+                + a.tried_solution.len()
+                + a.next_step.len();
+            512 + summary.text.len() + anchors + 8 * s.state.kept.len() + 64 * s.state.reduced.len()
+        });
+        events + self.fragments.bytes() + state
+    }
+
+    /// The cached state when it is the one stored at `version`; a cached state of another
+    /// version is dropped.
+    pub fn take_state(&mut self, version: i64) -> Option<StoredState> {
+        self.state.take().filter(|s| s.version == version)
+    }
+
+    /// Keeps `state` (as stored at its version) for the next call.
+    pub fn keep_state(&mut self, state: StoredState) {
+        self.state = Some(state);
     }
 
     /// The newest seq read, when anything is cached: the events after it are all a warm view

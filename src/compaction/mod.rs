@@ -13,7 +13,7 @@ use cache::{CachedView, ViewCache};
 use crate::domain::compaction::{CompactionRecord, Mode, ViewMessage};
 use crate::domain::session::Session;
 use crate::engine::render::Fragments;
-use crate::engine::{self, EngineError, EngineInput};
+use crate::engine::{self, EngineError, EngineInput, EngineOutput};
 use crate::store::{Store, StoreError, StoredState};
 use crate::summarize::Summarizer;
 
@@ -100,10 +100,24 @@ pub async fn compact_session<V>(
                 )
                 .await?;
         if saved || !persist {
-            let view = present(&out.messages, fragments);
-            let record = out.record;
-            // The messages borrow the cached events: done with them, the cache takes them back.
-            drop(out.messages);
+            let EngineOutput {
+                messages,
+                state: new_state,
+                record,
+                ..
+            } = out;
+            let view = present(&messages, fragments);
+            // The messages borrow the cached events and state: done with them, the cache takes
+            // them back, with the state as now stored.
+            drop(messages);
+            cached.keep_state(if saved {
+                StoredState {
+                    version: stored.version + 1,
+                    state: new_state,
+                }
+            } else {
+                stored
+            });
             cache.put(session_id, cached);
             return Ok(Compacted {
                 view,
@@ -117,24 +131,37 @@ pub async fn compact_session<V>(
 }
 
 /// Loads a session, its compaction state and the events of its view, on top of what `cached`
-/// holds. When the cache is warm, the events appended since are read while the state loads.
+/// holds. When the cache is warm, one read brings the session, the state's version and the
+/// events appended since; the state itself is read only when it is not the cached one (another
+/// replica compacted since, or the cached one was never saved). Keep the state in the view
+/// (see [`CachedView::keep_state`]) before caching it again.
 pub async fn load(
     store: &dyn Store,
     session_id: Uuid,
     mut cached: CachedView,
 ) -> Result<(Session, StoredState, CachedView), CompactError> {
-    let (loaded, current) = match cached.newest_read() {
+    let (session, stored, current) = match cached.newest_read() {
         Some(newest) => {
-            let (loaded, newer) = tokio::join!(
-                store.load_session_state(session_id),
-                store.view_events(session_id, newest, &[])
-            );
-            cached.extend(newer?);
-            (loaded?, true)
+            let since = store
+                .session_since(session_id, newest)
+                .await?
+                .ok_or(CompactError::NotFound)?;
+            cached.extend(since.events);
+            let stored = match cached.take_state(since.version) {
+                Some(stored) => stored,
+                None if since.version == 0 => StoredState::default(),
+                None => store.load_state(session_id).await?,
+            };
+            (since.session, stored, since.complete)
         }
-        None => (store.load_session_state(session_id).await?, false),
+        None => {
+            let (session, stored) = store
+                .load_session_state(session_id)
+                .await?
+                .ok_or(CompactError::NotFound)?;
+            (session, stored, false)
+        }
     };
-    let (session, stored) = loaded.ok_or(CompactError::NotFound)?;
     let view = cached
         .refresh(store, session_id, &stored.state, current)
         .await?;

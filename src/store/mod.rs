@@ -110,6 +110,15 @@ pub trait Store: Send + Sync + 'static {
         &self,
         session_id: Uuid,
     ) -> Result<Option<(Session, StoredState)>, StoreError>;
+    /// What a replica holding a session's view up to `after_seq` needs to continue it, in one
+    /// read: the session, its state's version (the state itself only when that version is not
+    /// the one the replica holds) and the events after `after_seq`. None when there is no such
+    /// session.
+    async fn session_since(
+        &self,
+        session_id: Uuid,
+        after_seq: i64,
+    ) -> Result<Option<SessionSince>, StoreError>;
     /// The events a view is made of: every event after `after_seq` and those in `also`.
     async fn view_events(
         &self,
@@ -148,6 +157,18 @@ pub trait Store: Send + Sync + 'static {
 pub struct StoredState {
     pub version: i64,
     pub state: CompactionState,
+}
+
+/// A session as [`Store::session_since`] reads it.
+#[derive(Debug, Clone)]
+pub struct SessionSince {
+    pub session: Session,
+    /// The compaction state's version (0: never written).
+    pub version: i64,
+    /// Events after the seq asked for, in seq order.
+    pub events: Vec<Event>,
+    /// False when more events may follow `events` (a long stretch is read in bounded pages).
+    pub complete: bool,
 }
 
 /// An event without its content: what context inspection needs of every item.

@@ -7,8 +7,8 @@ use uuid::Uuid;
 
 use super::{
     decode, encode, event_inserts, fold_call_rows, folded_range, item_row, now, reason_text,
-    stored_state, AppendError, AppendOutcome, EventRow, ItemRow, SessionFilter, SessionRow, Store,
-    StoreError, StoredState, SESSION_STATE_COLUMNS,
+    stored_state, AppendError, AppendOutcome, EventRow, ItemRow, SessionFilter, SessionRow,
+    SessionSince, Store, StoreError, StoredState, SESSION_STATE_COLUMNS,
 };
 use crate::domain::append::{client_ids, plan_append, referenced_call_ids, CountedEvent, LogFacts};
 use crate::domain::compaction::CompactionRecord;
@@ -46,6 +46,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres")
 
 const SESSION_COLUMNS: &str = "session_id, created_at, updated_at, config::text AS config, \
      metadata::text AS metadata, head_seq, total_tokens";
+/// Events are read after a seq in ranges of this many seqs (see `view_events`).
+const RANGE: i64 = 1_000;
 const EVENT_COLUMNS: &str =
     "seq, client_id, body::text AS body, pinned, metadata::text AS metadata, tokens, created_at";
 
@@ -90,14 +92,20 @@ fn session_row(row: PgRow) -> Result<Session, StoreError> {
 }
 
 fn event_row(row: PgRow) -> Result<Event, StoreError> {
+    event_columns(&row, "metadata", "created_at")
+}
+
+/// An event from a row whose event metadata and creation time are named `metadata` and
+/// `created_at` (rows that also hold a session's columns name them otherwise).
+fn event_columns(row: &PgRow, metadata: &str, created_at: &str) -> Result<Event, StoreError> {
     EventRow {
         seq: row.try_get("seq")?,
         client_id: row.try_get("client_id")?,
         body: row.try_get("body")?,
         pinned: row.try_get("pinned")?,
-        metadata: row.try_get("metadata")?,
+        metadata: row.try_get(metadata)?,
         tokens: row.try_get("tokens")?,
-        created_at: row.try_get("created_at")?,
+        created_at: row.try_get(created_at)?,
     }
     .into_event()
 }
@@ -399,6 +407,48 @@ impl Store for PostgresStore {
         Ok(Some((session_row(row)?, state)))
     }
 
+    async fn session_since(
+        &self,
+        session_id: Uuid,
+        after_seq: i64,
+    ) -> Result<Option<SessionSince>, StoreError> {
+        // One round trip: the session row joined with its state's version and with the events
+        // after `after_seq` (one row when there are none), read from one snapshot.
+        let rows = sqlx::query(
+            "SELECT s.session_id, s.created_at, s.updated_at, s.config::text AS config, \
+             s.metadata::text AS metadata, s.head_seq, s.total_tokens, c.version, \
+             e.seq, e.client_id, e.body::text AS body, e.pinned, \
+             e.metadata::text AS event_metadata, e.tokens, e.created_at AS event_created_at \
+             FROM sessions s \
+             LEFT JOIN compaction_states c ON c.session_id = s.session_id \
+             LEFT JOIN events e ON e.session_id = s.session_id AND e.seq > $2 AND e.seq <= $3 \
+             WHERE s.session_id = $1 ORDER BY e.seq",
+        )
+        .bind(session_id)
+        .bind(after_seq)
+        .bind(after_seq + RANGE)
+        .fetch_all(&self.pool)
+        .await?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let version = first.try_get::<Option<i64>, _>("version")?.unwrap_or(0);
+        let mut events = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if row.try_get::<Option<i64>, _>("seq")?.is_some() {
+                events.push(event_columns(row, "event_metadata", "event_created_at")?);
+            }
+        }
+        let complete = events.len() < RANGE as usize;
+        let session = session_row(rows.into_iter().next().expect("a first row"))?;
+        Ok(Some(SessionSince {
+            session,
+            version,
+            events,
+            complete,
+        }))
+    }
+
     async fn view_events(
         &self,
         session_id: Uuid,
@@ -409,7 +459,6 @@ impl Store for PostgresStore {
         // query with `seq > $2` alone lets a cached generic plan guess that a third of the table
         // matches and, with stale statistics, scan all of it to return the one or two events
         // appended since the last call. A bounded range is an index range scan in any plan.
-        const RANGE: i64 = 1_000;
         let mut events = if also.is_empty() {
             Vec::new()
         } else {

@@ -16,8 +16,8 @@ use uuid::Uuid;
 
 use super::{
     decode, encode, event_inserts, fold_call_rows, folded_range, item_row, now, reason_text,
-    stored_state, AppendError, AppendOutcome, EventRow, ItemRow, SessionFilter, SessionRow, Store,
-    StoreError, StoredState, SESSION_STATE_COLUMNS,
+    stored_state, AppendError, AppendOutcome, EventRow, ItemRow, SessionFilter, SessionRow,
+    SessionSince, Store, StoreError, StoredState, SESSION_STATE_COLUMNS,
 };
 use crate::domain::append::{client_ids, plan_append, referenced_call_ids, CountedEvent, LogFacts};
 use crate::domain::compaction::CompactionRecord;
@@ -80,14 +80,20 @@ fn session_row(row: SqliteRow) -> Result<Session, StoreError> {
 }
 
 fn event_row(row: SqliteRow) -> Result<Event, StoreError> {
+    event_columns(&row, "metadata", "created_at")
+}
+
+/// An event from a row whose event metadata and creation time are named `metadata` and
+/// `created_at` (rows that also hold a session's columns name them otherwise).
+fn event_columns(row: &SqliteRow, metadata: &str, created_at: &str) -> Result<Event, StoreError> {
     EventRow {
         seq: row.try_get("seq")?,
         client_id: row.try_get("client_id")?,
         body: row.try_get("body")?,
         pinned: row.try_get("pinned")?,
-        metadata: row.try_get("metadata")?,
+        metadata: row.try_get(metadata)?,
         tokens: row.try_get("tokens")?,
-        created_at: row.try_get("created_at")?,
+        created_at: row.try_get(created_at)?,
     }
     .into_event()
 }
@@ -370,6 +376,43 @@ impl Store for SqliteStore {
             None => None,
         })?;
         Ok(Some((session_row(row)?, state)))
+    }
+
+    async fn session_since(
+        &self,
+        session_id: Uuid,
+        after_seq: i64,
+    ) -> Result<Option<SessionSince>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT s.session_id, s.created_at, s.updated_at, s.config, s.metadata, s.head_seq, \
+             s.total_tokens, c.version, e.seq, e.client_id, e.body, e.pinned, \
+             e.metadata AS event_metadata, e.tokens, e.created_at AS event_created_at \
+             FROM sessions s \
+             LEFT JOIN compaction_states c ON c.session_id = s.session_id \
+             LEFT JOIN events e ON e.session_id = s.session_id AND e.seq > ?2 \
+             WHERE s.session_id = ?1 ORDER BY e.seq",
+        )
+        .bind(session_id.to_string())
+        .bind(after_seq)
+        .fetch_all(&self.reader)
+        .await?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let version = first.try_get::<Option<i64>, _>("version")?.unwrap_or(0);
+        let mut events = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if row.try_get::<Option<i64>, _>("seq")?.is_some() {
+                events.push(event_columns(row, "event_metadata", "event_created_at")?);
+            }
+        }
+        let session = session_row(rows.into_iter().next().expect("a first row"))?;
+        Ok(Some(SessionSince {
+            session,
+            version,
+            events,
+            complete: true,
+        }))
     }
 
     async fn view_events(

@@ -417,6 +417,35 @@ async fn summariser_failures_fall_back_and_say_why_postgres() {
 }
 
 on_both_backends! {
+    async fn a_replica_serves_what_another_replica_compacted(app) {
+        // A replica remembers the state it last read or wrote; once another replica changed it,
+        // the next call must serve the new state's view, not the remembered one.
+        let id = small_session(&app).await;
+        let other = app.replica().await;
+        let mut batch = vec![json!({"type": "message", "role": "system", "content": "sys"}), user("first request")];
+        batch.extend(exchange("a", 300));
+        batch.push(user("second request"));
+        batch.extend(exchange("b", 300));
+        batch.push(user("third request"));
+        batch.extend(exchange("c", 300));
+        app.append(&id, Value::Array(batch)).await;
+        let here = compact(&app, &id, json!({})).await;
+        assert_eq!(here["record"]["acted"], false, "{}", here["record"]);
+        // Another replica folds the head (a manual compaction), then the agent goes on.
+        let forced = app.send(app.client.post(format!("{other}/sessions/{id}/compact")).json(&json!({"mode": "force"}))).await;
+        assert_eq!(forced.status, StatusCode::OK);
+        assert_eq!(forced.body["record"]["acted"], true, "{}", forced.body["record"]);
+        app.append(&id, json!([user("fourth request")])).await;
+        let next = compact(&app, &id, json!({})).await;
+        let messages = next["view"]["messages"].as_array().unwrap();
+        let forced_messages = forced.body["view"]["messages"].as_array().unwrap();
+        assert_eq!(&messages[..forced_messages.len()], &forced_messages[..], "the forced compaction's view, then the new event");
+        assert_eq!(messages.len(), forced_messages.len() + 1);
+        assert_eq!(messages.last().unwrap()["content"], "fourth request");
+    }
+}
+
+on_both_backends! {
     async fn replicas_continue_each_others_compactions(app) {
         // Each replica remembers the events of the views it served, and the JSON their
         // messages rendered to in each format; a replica whose memory is behind another's

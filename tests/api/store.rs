@@ -141,3 +141,42 @@ async fn history_cannot_be_rewritten_sqlite() {
 async fn history_cannot_be_rewritten_postgres() {
     history_cannot_be_rewritten(Backend::Postgres).await;
 }
+
+store_on_both_backends! {
+    async fn a_replica_reads_what_is_new_since_its_view(store) {
+        use ctxd::engine::CompactionState;
+
+        assert!(store.session_since(uuid::Uuid::now_v7(), 0).await.unwrap().is_none());
+        let s = store.create_session(&labelled(&[("team", "x")])).await.unwrap();
+        let since = store.session_since(s.id, 0).await.unwrap().unwrap();
+        assert_eq!((since.session.id, since.version, since.events.len(), since.complete), (s.id, 0, 0, true));
+        assert_eq!(since.session.metadata, s.metadata);
+
+        let notes: Vec<Value> = (0..1_005)
+            .map(|i| json!({"type": "note", "content": format!("note {i}"), "metadata": {"i": i}}))
+            .collect();
+        store.append_events(s.id, &batch(Value::Array(notes)), None).await.unwrap();
+        let all = store.list_events(s.id, 0, 2_000).await.unwrap();
+        // The events' own metadata and times, not the session's, whatever the backend reads at once.
+        let since = store.session_since(s.id, 3).await.unwrap().unwrap();
+        assert_eq!(since.session.head_seq, 1_005);
+        assert_eq!(since.session.metadata, s.metadata);
+        let n = since.events.len();
+        assert_eq!(since.events[..], all[3..3 + n]);
+        if since.complete {
+            assert_eq!(n, 1_002);
+        } else {
+            let rest = store.view_events(s.id, 3 + n as i64, &[]).await.unwrap();
+            assert_eq!(since.events.iter().chain(&rest).cloned().collect::<Vec<_>>(), all[3..]);
+        }
+        let tail = store.session_since(s.id, 1_004).await.unwrap().unwrap();
+        assert_eq!((tail.events.len(), tail.complete), (1, true));
+        assert!(store.session_since(s.id, 1_005).await.unwrap().unwrap().events.is_empty());
+
+        // The state's version follows each write.
+        assert!(store.save_compaction(s.id, 0, &CompactionState::default(), None, &[]).await.unwrap());
+        assert_eq!(store.session_since(s.id, 1_005).await.unwrap().unwrap().version, 1);
+        assert!(store.save_compaction(s.id, 1, &CompactionState::default(), None, &[]).await.unwrap());
+        assert_eq!(store.session_since(s.id, 1_005).await.unwrap().unwrap().version, 2);
+    }
+}

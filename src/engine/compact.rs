@@ -1,10 +1,10 @@
 //! The progressive policy: a tier decided on the view that would be sent, then the least
 //! rewriting that brings the view back within bounds.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
+use foldhash::{HashMap, HashMapExt};
 use uuid::Uuid;
 
 use super::state::{CompactionState, FoldedRange, LastView, Reduced};
@@ -286,7 +286,7 @@ impl<'a> Working<'a> {
     /// `valid[c]` is true when no result at or after `c` answers a call before `c`.
     fn valid_cuts(&self) -> Vec<bool> {
         let n = self.live.len();
-        let mut call_index: HashMap<&str, usize> = HashMap::new();
+        let mut call_index: HashMap<&str, usize> = HashMap::with_capacity(n / 2);
         // For each result, the index of the call it answers (the latest earlier call of its id).
         let mut answers: Vec<Option<usize>> = vec![None; n];
         for (i, item) in self.live.iter().enumerate() {

@@ -14,8 +14,8 @@
 //! gets a placeholder error result, and a result that answers no earlier call becomes user text.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
+use foldhash::{HashMap, HashMapExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -145,7 +145,37 @@ pub struct RawRequest<'a> {
 /// `{"messages": [...]}` for OpenAI chat completions.
 #[derive(Serialize)]
 pub struct OpenaiRequest<'a> {
-    messages: Vec<Keyed<OpenaiMessage<'a>>>,
+    messages: Vec<Keyed<OpenaiPart<'a>>>,
+}
+
+/// One message of an OpenAI request, made only when serialised: a replica that kept its JSON
+/// from an earlier call copies that instead.
+enum OpenaiPart<'a> {
+    /// A message as it stands (results of its tool calls follow it as parts of their own).
+    Message(&'a ViewMessage<'a>),
+    /// The result of `call`; `None` when the call was never answered.
+    Result {
+        call: &'a ToolCall,
+        result: Option<&'a ViewMessage<'a>>,
+    },
+    /// A tool result that answers no earlier call, shown as user text.
+    Orphan(&'a ViewMessage<'a>),
+}
+
+impl Serialize for OpenaiPart<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Self::Message(message) => openai_message(message).serialize(serializer),
+            Self::Result { call, result } => OpenaiMessage {
+                tool_call_id: Some(&call.id),
+                ..OpenaiMessage::text("tool", openai_result_content(result))
+            }
+            .serialize(serializer),
+            Self::Orphan(result) => {
+                OpenaiMessage::text("user", orphan_result_text(result).into()).serialize(serializer)
+            }
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -197,20 +227,16 @@ fn openai<'a>(messages: &'a [ViewMessage<'a>]) -> OpenaiRequest<'a> {
     for placed in pair_tool_results(messages) {
         match placed {
             Placed::OrphanResult(result) => {
-                let text = orphan_result_text(result).into();
-                rendered.push(Keyed::fresh(OpenaiMessage::text("user", text)));
+                rendered.push(Keyed::fresh(OpenaiPart::Orphan(result)));
             }
             Placed::Message { message, results } => {
-                rendered.push(Keyed::by(PartKey::of(message, 0), openai_message(message)));
+                rendered.push(Keyed::by(
+                    PartKey::of(message, 0),
+                    OpenaiPart::Message(message),
+                ));
                 for (call, result) in tool_calls_of(message).iter().zip(results) {
                     let key = result.and_then(|r| PartKey::of(r, 0));
-                    rendered.push(Keyed::by(
-                        key,
-                        OpenaiMessage {
-                            tool_call_id: Some(&call.id),
-                            ..OpenaiMessage::text("tool", openai_result_content(result))
-                        },
-                    ));
+                    rendered.push(Keyed::by(key, OpenaiPart::Result { call, result }));
                 }
             }
         }
@@ -319,15 +345,21 @@ enum Placed<'v, 'a> {
 /// whatever stood between a call and its result ends up after the result.
 fn pair_tool_results<'v, 'a>(messages: &'v [ViewMessage<'a>]) -> Vec<Placed<'v, 'a>> {
     let mut placed = Vec::with_capacity(messages.len());
-    // call id -> (index in `placed`, index of the call in its message), most recent last
-    let mut unanswered: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
+    // call id -> (index in `placed`, index of the call in its message) of the most recent
+    // unanswered call with that id; earlier unanswered calls with a reused id wait in
+    // `shadowed`, most recent last.
+    let mut unanswered: HashMap<&str, (usize, usize)> = HashMap::with_capacity(messages.len() / 2);
+    let mut shadowed: Vec<(&str, (usize, usize))> = Vec::new();
     for message in messages {
         if message.role == Role::Tool {
-            let call = message
-                .tool_call_id
-                .as_deref()
-                .and_then(|id| unanswered.get_mut(id))
-                .and_then(Vec::pop);
+            let call = message.tool_call_id.as_deref().and_then(|id| {
+                let call = unanswered.remove(id)?;
+                if let Some(i) = shadowed.iter().rposition(|(other, _)| *other == id) {
+                    let (id, earlier) = shadowed.remove(i);
+                    unanswered.insert(id, earlier);
+                }
+                Some(call)
+            });
             let slot = call.and_then(|(at, k)| match placed.get_mut(at) {
                 Some(Placed::Message { results, .. }) => results.get_mut(k),
                 _ => None,
@@ -340,8 +372,10 @@ fn pair_tool_results<'v, 'a>(messages: &'v [ViewMessage<'a>]) -> Vec<Placed<'v, 
         }
         let calls = tool_calls_of(message);
         for (k, call) in calls.iter().enumerate() {
-            let at = (placed.len(), k);
-            unanswered.entry(call.id.as_str()).or_default().push(at);
+            let id = call.id.as_str();
+            if let Some(earlier) = unanswered.insert(id, (placed.len(), k)) {
+                shadowed.push((id, earlier));
+            }
         }
         placed.push(Placed::Message {
             message,

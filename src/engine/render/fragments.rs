@@ -6,7 +6,7 @@
 //! replica keeps that JSON with the session's cached events, so a compact call serialises only
 //! the messages that are new since the last call (and the summary), then copies the rest.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::io::Write;
 
 use serde::Serialize;

@@ -214,9 +214,9 @@ impl<'a> Working<'a> {
             .map(|l| ReducedRef {
                 seq: l.event.seq,
                 chars: l.chars(),
-                tool_call_id: l.event.body.tool_call_id().map(str::to_owned),
+                tool_call_id: l.event.body.tool_call_id(),
                 tool_name: match &l.event.body {
-                    EventBody::Message(m) => m.name.clone(),
+                    EventBody::Message(m) => m.name.as_deref(),
                     _ => None,
                 },
             })
@@ -588,7 +588,7 @@ pub async fn compact<'a>(
         && before_tokens <= room;
 
     let id = Uuid::now_v7();
-    let mut work = before.clone();
+    let mut work = before;
     let mut acted = false;
     let mut offloaded = Vec::new();
     let mut folded = Vec::new();

@@ -2,6 +2,7 @@
 //! content, the summary message and placeholder results.
 
 use std::borrow::Cow;
+use std::fmt::Write;
 
 use crate::domain::compaction::{Projection, Summary, ViewMessage, NOT_AVAILABLE};
 use crate::domain::event::{Event, EventBody, Role, ToolCall};
@@ -15,7 +16,16 @@ pub const PREVIEW_CHARS: usize = 1_200;
 
 /// The address an observation is recalled by.
 pub fn observation_uri(seq: i64) -> String {
-    format!("observation://{seq}")
+    ObservationUri(seq).to_string()
+}
+
+/// [`observation_uri`], written where it is formatted.
+pub struct ObservationUri(pub i64);
+
+impl std::fmt::Display for ObservationUri {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "observation://{}", self.0)
+    }
 }
 
 /// The characters of an event's main text.
@@ -138,11 +148,18 @@ fn reduced_message(event: &Event, content: String, projection: Projection) -> Vi
 pub fn preview_message(event: &Event, max_chars: usize, chars: i64) -> ViewMessage<'_> {
     let (text, total) = shown_text(event, chars);
     let shown = head_of(&text, max_chars);
-    let shown_chars = shown.chars().count() as i64;
-    let content = format!(
-        "{shown}\n[… {} more characters offloaded; recall {}?offset={shown_chars}]",
+    let shown_chars = if shown.is_ascii() {
+        shown.len()
+    } else {
+        shown.chars().count()
+    } as i64;
+    let mut content = String::with_capacity(shown.len() + 96);
+    content.push_str(shown);
+    let _ = write!(
+        content,
+        "\n[… {} more characters offloaded; recall {}?offset={shown_chars}]",
         total - shown_chars,
-        observation_uri(event.seq)
+        ObservationUri(event.seq)
     );
     reduced_message(event, content, Projection::Preview)
 }
@@ -153,7 +170,7 @@ pub fn reference_message(event: &Event, chars: i64) -> ViewMessage<'_> {
     let content = format!(
         "[{} characters offloaded; recall {}]",
         shown_text(event, chars).1,
-        observation_uri(event.seq)
+        ObservationUri(event.seq)
     );
     reduced_message(event, content, Projection::Reference)
 }
@@ -173,25 +190,26 @@ pub fn cost(message: &ViewMessage<'_>, tokenizer: Tokenizer) -> i64 {
 }
 
 /// A reduced item listed in the summary message.
-pub struct ReducedRef {
+pub struct ReducedRef<'a> {
     pub seq: i64,
     pub chars: i64,
-    pub tool_call_id: Option<String>,
-    pub tool_name: Option<String>,
+    pub tool_call_id: Option<&'a str>,
+    pub tool_name: Option<&'a str>,
 }
 
 /// The summary message: the running summary, its anchors and the observation references of
 /// offloaded items. None when there is nothing to say.
 pub fn summary_message(
     summary: &Summary,
-    refs: &[ReducedRef],
+    refs: &[ReducedRef<'_>],
     max_chars: usize,
     tokenizer: Tokenizer,
 ) -> Option<ViewMessage<'static>> {
     if summary.text.trim().is_empty() && refs.is_empty() {
         return None;
     }
-    let mut text = String::from(SUMMARY_HEADER);
+    let mut text = String::with_capacity(SUMMARY_HEADER.len() + summary.text.len() + 1_024);
+    text.push_str(SUMMARY_HEADER);
     if !summary.text.trim().is_empty() {
         text.push_str("\n\n");
         text.push_str(summary.text.trim());
@@ -206,27 +224,26 @@ pub fn summary_message(
         if anchors.iter().any(|(_, v)| v.as_str() != NOT_AVAILABLE) {
             text.push_str("\n\nAnchors:");
             for (label, value) in anchors {
-                text.push_str(&format!("\n- {label}: {value}"));
+                let _ = write!(text, "\n- {label}: {value}");
             }
         }
     }
     if !refs.is_empty() {
+        text.reserve(refs.len() * 80);
         text.push_str("\n\nOffloaded tool output (recall the exact text with recall_observation):");
         for r in refs {
-            let what = match (&r.tool_name, &r.tool_call_id) {
-                (Some(name), Some(id)) => format!("result of {name} ({id})"),
-                (None, Some(id)) => format!("result of call {id}"),
-                _ => "content".to_owned(),
+            let _ = write!(text, "\n- {} — ", ObservationUri(r.seq));
+            let _ = match (r.tool_name, r.tool_call_id) {
+                (Some(name), Some(id)) => write!(text, "result of {name} ({id})"),
+                (None, Some(id)) => write!(text, "result of call {id}"),
+                _ => write!(text, "content"),
             };
-            text.push_str(&format!(
-                "\n- {} — {what}, {} characters",
-                observation_uri(r.seq),
-                r.chars
-            ));
+            let _ = write!(text, ", {} characters", r.chars);
         }
     }
     // Bound what a long list of references adds, like the summary itself.
-    if text.chars().count() > max_chars + 2_000 {
+    // (A text of at most that many bytes has at most that many characters.)
+    if text.len() > max_chars + 2_000 && text.chars().count() > max_chars + 2_000 {
         let cut = text
             .char_indices()
             .nth(max_chars + 2_000)

@@ -22,7 +22,9 @@
 //!    reusing what earlier calls rendered, as a replica does) and the record's.
 //! 2. Over HTTP on PostgreSQL: ctxd served in-process on 127.0.0.1:0 over a fresh schema of
 //!    `CTXD_TEST_DATABASE_URL` (dropped at the end), a reqwest client calling
-//!    `POST /sessions/{id}/compact` with `{}` and reading the whole response. Then, for more
+//!    `POST /sessions/{id}/compact` with `{}` and reading the whole response; the server's part
+//!    of each call is timed by a layer around the service, and a bare loopback answer of the
+//!    same size (nothing computed) shows what moving the bytes costs. Then, for more
 //!    turns, the handler's steps are replayed directly against the store and timed one by one
 //!    (`compaction::load` with a view cache of its own, the engine, saving, the view's JSON,
 //!    the record's); what the HTTP mean has beyond their sum is the HTTP layer.
@@ -37,7 +39,7 @@ use common::Gen as Rng;
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
@@ -334,6 +336,9 @@ struct Service {
     client: reqwest::Client,
     store: Arc<dyn Store>,
     schema: String,
+    /// How long the server spent on each compact request, from the request reaching the
+    /// router to its answer leaving it (every middleware included).
+    handled: Arc<Mutex<Samples>>,
 }
 
 struct HttpResult {
@@ -341,6 +346,11 @@ struct HttpResult {
     end_size: usize,
     setup: Duration,
     compact: Samples,
+    /// The server's part of the measured compactions (see [`Service::handled`]).
+    handled: Samples,
+    /// A loopback answer of the same size with nothing to compute: what moving the bytes
+    /// costs on this machine.
+    bare: Samples,
     idle: Samples,
     tiers: Tiers,
     body_bytes: Mean,
@@ -383,13 +393,60 @@ impl Service {
             .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let state = AppState::new(store.clone(), Limits::default());
-        tokio::spawn(async move { axum::serve(listener, app(state)).await.expect("serve") });
+        let handled = Arc::new(Mutex::new(Samples::default()));
+        let timed = handled.clone();
+        let service = app(state).layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let timed = timed.clone();
+                async move {
+                    let compact = request.uri().path().ends_with("/compact");
+                    let started = Instant::now();
+                    let response = next.run(request).await;
+                    if compact {
+                        timed.lock().expect("samples").push(started.elapsed());
+                    }
+                    response
+                }
+            },
+        ));
+        tokio::spawn(async move { axum::serve(listener, service).await.expect("serve") });
         Self {
             base,
             client: reqwest::Client::new(),
             store,
             schema,
+            handled,
         }
+    }
+
+    /// Times `calls` answers of `bytes` bytes from a bare loopback server, read by the same
+    /// client as the compactions.
+    async fn bare_answers(&self, bytes: usize, calls: usize) -> Samples {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/", listener.local_addr().expect("addr"));
+        let body = axum::body::Bytes::from(vec![b' '; bytes]);
+        let server = axum::Router::new().route(
+            "/",
+            axum::routing::post(move || std::future::ready(body.clone())),
+        );
+        let serving = tokio::spawn(async move { axum::serve(listener, server).await });
+        let mut samples = Samples::default();
+        for _ in 0..calls {
+            let started = Instant::now();
+            let response = self
+                .client
+                .post(&url)
+                .body("{}")
+                .send()
+                .await
+                .expect("bare");
+            response.bytes().await.expect("bare body");
+            samples.push(started.elapsed());
+        }
+        serving.abort();
+        samples
     }
 
     async fn stop(self, url: &str) {
@@ -460,6 +517,7 @@ impl Service {
         let mut compact = Samples::default();
         let mut tiers = Tiers::default();
         let mut body_bytes = Mean::default();
+        *self.handled.lock().expect("samples") = Samples::default();
         for _ in 0..MEASURED_TURNS {
             self.append(session, &mut head, agent.turn()).await;
             let (elapsed, body) = self.compact(session).await;
@@ -470,6 +528,10 @@ impl Service {
             tiers.add(record.tier, record.acted);
             body_bytes.add(body.len() as f64);
         }
+        let handled = std::mem::take(&mut *self.handled.lock().expect("samples"));
+        let bare = self
+            .bare_answers(body_bytes.get() as usize, MEASURED_TURNS)
+            .await;
         let mut idle = Samples::default();
         for _ in 0..IDLE_CALLS {
             idle.push(self.compact(session).await.0);
@@ -485,6 +547,8 @@ impl Service {
             end_size: head,
             setup,
             compact,
+            handled,
+            bare,
             idle,
             tiers,
             body_bytes,
@@ -1021,12 +1085,21 @@ fn report(in_process: &[InProcessResult], http: &[HttpResult]) {
             "Over HTTP on PostgreSQL (POST /sessions/{{id}}/compact with {{}}, whole answer read):"
         );
         println!(
-            "{:>17} {:>8} | {:>7} {:>7} {:>7} | {:>7} {:>7} | {:>8}",
-            "events", "setup s", "p50", "p99", "mean", "idle50", "idle99", "body KB"
+            "{:>17} {:>8} | {:>7} {:>7} {:>7} | {:>7} {:>7} | {:>9} {:>7} | {:>8}",
+            "events",
+            "setup s",
+            "p50",
+            "p99",
+            "mean",
+            "idle50",
+            "idle99",
+            "handler50",
+            "bare50",
+            "body KB"
         );
         for r in http {
             println!(
-                "{:>17} {:>8.1} | {:>7.3} {:>7.3} {:>7.3} | {:>7.3} {:>7.3} | {:>8.0}",
+                "{:>17} {:>8.1} | {:>7.3} {:>7.3} {:>7.3} | {:>7.3} {:>7.3} | {:>9.3} {:>7.3} | {:>8.0}",
                 format!("{}→{}", r.size, r.end_size),
                 r.setup.as_secs_f64(),
                 r.compact.p50(),
@@ -1034,9 +1107,15 @@ fn report(in_process: &[InProcessResult], http: &[HttpResult]) {
                 r.compact.mean(),
                 r.idle.p50(),
                 r.idle.p99(),
+                r.handled.p50(),
+                r.bare.p50(),
                 r.body_bytes.get() / 1e3,
             );
         }
+        println!(
+            "  handler50: the server's part of each call (router and middleware included); \
+             bare50: a bare loopback answer of the same size, read by the same client"
+        );
         for r in http {
             println!("  {:>7} events: tiers {}", r.size, r.tiers.describe());
         }

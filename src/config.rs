@@ -83,8 +83,9 @@ pub struct ServeArgs {
     /// Longest a request may take, in seconds, before it is answered 503.
     #[arg(long, env = "CTXD_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
     pub request_timeout_secs: u64,
-    /// Bytes of event text each replica keeps of recent views, so that a compaction reads
-    /// only the events appended since (0 turns the cache off).
+    /// Bytes each replica keeps of recent views (their events, the JSON they rendered to and
+    /// the compaction state), so that a compaction reads only the events appended since and
+    /// the state's version (0 turns the cache off).
     #[arg(long, env = "CTXD_VIEW_CACHE_BYTES", default_value_t = crate::http::DEFAULT_VIEW_CACHE_BYTES)]
     pub view_cache_bytes: usize,
     /// Log lines as text or JSON. Levels come from RUST_LOG (default info).

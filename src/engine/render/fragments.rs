@@ -6,9 +6,9 @@
 //! replica keeps that JSON with the session's cached events, so a compact call serialises only
 //! the messages that are new since the last call (and the summary), then copies the rest.
 
-use foldhash::HashMap;
 use std::io::Write;
 
+use foldhash::HashMap;
 use serde::Serialize;
 use serde_json::value::RawValue;
 

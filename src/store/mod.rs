@@ -236,6 +236,38 @@ fn folded_range(
 const SESSION_STATE_COLUMNS: &str = "s.session_id, s.created_at, s.updated_at, s.config, \
      s.metadata, s.head_seq, s.total_tokens, c.version, c.state";
 
+/// What [`Store::session_since`] reads, from the rows of a session joined with its state's
+/// version and with its events (one row without an event when there is none): `session` and
+/// `event` read a row's session and event columns. `complete` is left true.
+fn session_since_rows<R>(
+    rows: Vec<R>,
+    session: fn(R) -> Result<Session, StoreError>,
+    event: fn(&R) -> Result<Event, StoreError>,
+) -> Result<Option<SessionSince>, StoreError>
+where
+    R: sqlx::Row,
+    for<'r> Option<i64>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    &'static str: sqlx::ColumnIndex<R>,
+{
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let version = first.try_get::<Option<i64>, _>("version")?.unwrap_or(0);
+    let mut events = Vec::with_capacity(rows.len());
+    for row in &rows {
+        if row.try_get::<Option<i64>, _>("seq")?.is_some() {
+            events.push(event(row)?);
+        }
+    }
+    let first = rows.into_iter().next().expect("a first row");
+    Ok(Some(SessionSince {
+        session: session(first)?,
+        version,
+        events,
+        complete: true,
+    }))
+}
+
 fn stored_state(row: Option<(i64, String)>) -> Result<StoredState, StoreError> {
     match row {
         Some((version, state)) => Ok(StoredState {

@@ -7,8 +7,8 @@ use uuid::Uuid;
 
 use super::{
     decode, encode, event_inserts, fold_call_rows, folded_range, item_row, now, reason_text,
-    stored_state, AppendError, AppendOutcome, EventRow, ItemRow, SessionFilter, SessionRow,
-    SessionSince, Store, StoreError, StoredState, SESSION_STATE_COLUMNS,
+    session_since_rows, stored_state, AppendError, AppendOutcome, EventRow, ItemRow, SessionFilter,
+    SessionRow, SessionSince, Store, StoreError, StoredState, SESSION_STATE_COLUMNS,
 };
 use crate::domain::append::{client_ids, plan_append, referenced_call_ids, CountedEvent, LogFacts};
 use crate::domain::compaction::CompactionRecord;
@@ -429,23 +429,13 @@ impl Store for PostgresStore {
         .bind(after_seq + RANGE)
         .fetch_all(&self.pool)
         .await?;
-        let Some(first) = rows.first() else {
-            return Ok(None);
-        };
-        let version = first.try_get::<Option<i64>, _>("version")?.unwrap_or(0);
-        let mut events = Vec::with_capacity(rows.len());
-        for row in &rows {
-            if row.try_get::<Option<i64>, _>("seq")?.is_some() {
-                events.push(event_columns(row, "event_metadata", "event_created_at")?);
-            }
-        }
-        let complete = events.len() < RANGE as usize;
-        let session = session_row(rows.into_iter().next().expect("a first row"))?;
-        Ok(Some(SessionSince {
-            session,
-            version,
-            events,
-            complete,
+        let since = session_since_rows(rows, session_row, |row| {
+            event_columns(row, "event_metadata", "event_created_at")
+        })?;
+        // A full range may be followed by more.
+        Ok(since.map(|since| SessionSince {
+            complete: since.events.len() < RANGE as usize,
+            ..since
         }))
     }
 

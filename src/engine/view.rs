@@ -275,7 +275,7 @@ pub fn placeholder_result(
     let content = match observation {
         Some(seq) => format!(
             "[tool result unavailable: context was compacted; recall {}]",
-            observation_uri(seq)
+            ObservationUri(seq)
         ),
         None => "[tool result unavailable: no result was recorded for this call]".to_owned(),
     };

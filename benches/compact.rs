@@ -47,8 +47,9 @@ use ctxd::compaction::{self, cache::CachedView};
 use ctxd::domain::compaction::{CompactionRecord, Mode, Tier};
 use ctxd::domain::event::{Event, EventBody, Message, Role, ToolCall};
 use ctxd::domain::session::SessionConfig;
+use ctxd::domain::state::CompactionState;
 use ctxd::engine::render::{write_view, Format, Fragments};
-use ctxd::engine::{self, CompactionState, EngineInput, EngineOutput};
+use ctxd::engine::{self, EngineInput, EngineOutput};
 use ctxd::store::{PostgresStore, Store, StoredState};
 use ctxd::tokens::Tokenizer;
 use ctxd::{app, AppState, Limits};
@@ -152,7 +153,7 @@ impl<'c> MemorySession<'c> {
             self.log.push(Event {
                 seq,
                 id: Some(format!("e{seq}")),
-                tokens: self.config.tokenizer.count_event(&body),
+                tokens: body.tokens(self.config.tokenizer),
                 body,
                 pinned: false,
                 metadata: None,

@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use std::sync::Arc;
 
-use crate::http::Limits;
+use crate::compaction::cache::ViewCache;
 use crate::store::StoreOptions;
 use crate::summarize::llm::{self, LlmConfig, LlmKind};
 use crate::summarize::Summarizer;
@@ -86,7 +86,7 @@ pub struct ServeArgs {
     /// Bytes each replica keeps of recent views (their events, the JSON they rendered to and
     /// the compaction state), so that a compaction reads only the events appended since and
     /// the state's version (0 turns the cache off).
-    #[arg(long, env = "CTXD_VIEW_CACHE_BYTES", default_value_t = crate::http::DEFAULT_VIEW_CACHE_BYTES)]
+    #[arg(long, env = "CTXD_VIEW_CACHE_BYTES", default_value_t = ViewCache::DEFAULT_BYTES)]
     pub view_cache_bytes: usize,
     /// Log lines as text or JSON. Levels come from RUST_LOG (default info).
     #[arg(long, env = "CTXD_LOG_FORMAT", value_enum, default_value = "text")]
@@ -183,6 +183,24 @@ impl SummarizerArgs {
             timeout: Duration::from_secs(self.summarizer_timeout_secs),
             max_output_tokens: self.summarizer_max_output_tokens,
         })))
+    }
+}
+
+/// Request limits, all configurable.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_batch_events: usize,
+    pub max_body_bytes: usize,
+    pub request_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_batch_events: 1_000,
+            max_body_bytes: 32 * 1024 * 1024,
+            request_timeout: Duration::from_secs(30),
+        }
     }
 }
 

@@ -12,4 +12,5 @@ pub mod store;
 pub mod summarize;
 pub mod tokens;
 
-pub use http::{app, openapi, AppState, Limits};
+pub use config::Limits;
+pub use http::{app, openapi, AppState};

@@ -11,9 +11,9 @@ use std::sync::Mutex;
 use uuid::Uuid;
 
 use crate::domain::event::Event;
+use crate::domain::state::CompactionState;
 use crate::engine::render::Fragments;
 use crate::engine::view;
-use crate::engine::CompactionState;
 use crate::store::{Store, StoreError, StoredState};
 
 /// The events of one session's view: those kept at or before `checkpoint`, then every event
@@ -144,6 +144,9 @@ struct Inner {
 }
 
 impl ViewCache {
+    /// The default budget, in bytes.
+    pub const DEFAULT_BYTES: usize = 256 * 1024 * 1024;
+
     /// A cache of at most `budget_bytes` of event text (0 keeps nothing).
     pub fn new(budget_bytes: usize) -> Self {
         Self {

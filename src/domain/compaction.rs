@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::event::{Role, ToolCall};
+use super::event::{Event, EventBody, Role, ToolCall};
+use crate::tokens::Tokenizer;
 
 /// How hard a compaction works, chosen from the view's utilization of the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
@@ -202,6 +203,37 @@ pub struct ViewMessage<'a> {
 #[allow(clippy::ptr_arg)]
 fn no_calls(calls: &Cow<'_, [ToolCall]>) -> bool {
     calls.is_empty()
+}
+
+impl<'a> ViewMessage<'a> {
+    /// An event shown in full, borrowing what it shows; it costs the event's stored tokens.
+    pub fn full(event: &'a Event) -> Self {
+        let (tool_call_id, is_error) = match &event.body {
+            EventBody::Message(m) => (m.tool_call_id.as_deref(), m.is_error.unwrap_or(false)),
+            _ => (None, false),
+        };
+        ViewMessage {
+            seq: Some(event.seq),
+            role: event.body.shown_role(),
+            content: event.body.shown_text(),
+            tool_calls: Cow::Borrowed(event.body.tool_calls()),
+            tool_call_id: tool_call_id.map(Cow::Borrowed),
+            name: event.body.name().map(Cow::Borrowed),
+            is_error,
+            projection: Projection::Full,
+            tokens: event.tokens,
+        }
+    }
+
+    /// What this message costs as sent (see [`Tokenizer::count_message`]): for an event shown
+    /// in full, the same as its stored tokens when they were counted with `tokenizer`.
+    pub fn cost(&self, tokenizer: Tokenizer) -> i64 {
+        let calls = self
+            .tool_calls
+            .iter()
+            .map(|c| (c.name.as_str(), c.arguments_text()));
+        tokenizer.count_message(&self.content, calls, self.name.as_deref())
+    }
 }
 
 impl ViewMessage<'_> {

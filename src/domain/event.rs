@@ -1,11 +1,14 @@
 //! Events: the immutable entries of a session's log, as clients send them and as ctxd stores them.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::FieldError;
+use crate::tokens::Tokenizer;
 
 const MAX_ID_CHARS: usize = 256;
 const MAX_NAME_CHARS: usize = 256;
@@ -80,7 +83,7 @@ fn empty_arguments() -> Value {
 
 impl ToolCall {
     /// The arguments as the text a provider sees.
-    pub fn arguments_text(&self) -> std::borrow::Cow<'_, str> {
+    pub fn arguments_text(&self) -> Cow<'_, str> {
         match &self.arguments {
             Value::String(s) => s.as_str().into(),
             other => other.to_string().into(),
@@ -203,6 +206,54 @@ impl EventBody {
             Self::Message(m) => m.tool_call_id.as_deref(),
             _ => None,
         }
+    }
+
+    /// A message's participant or tool name.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Self::Message(m) => m.name.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The role this event is shown with: a message's own; notes and episodes speak as the user.
+    pub fn shown_role(&self) -> Role {
+        self.role().unwrap_or(Role::User)
+    }
+
+    /// The text of this event as a view shows it in full: a message's own content (borrowed);
+    /// notes and episodes as one line of user text.
+    pub fn shown_text(&self) -> Cow<'_, str> {
+        match self {
+            Self::Message(m) => Cow::Borrowed(&m.content),
+            Self::Note(n) => format!("[note] {}", n.content).into(),
+            Self::EpisodeStart(e) => {
+                let kind = match e.kind {
+                    EpisodeKind::Exploration => "exploration",
+                    EpisodeKind::Action => "action",
+                };
+                let mut text = format!("[episode started: {} ({kind})", e.name);
+                if !e.dependencies.is_empty() {
+                    text.push_str("; depends on ");
+                    text.push_str(&e.dependencies.join(", "));
+                }
+                text.push(']');
+                text.into()
+            }
+            Self::EpisodeEnd(e) => {
+                format!("[episode finished: {}] {}", e.name, e.conclusion).into()
+            }
+        }
+    }
+
+    /// The token cost of this event shown in full: exactly what [`Tokenizer::count_message`]
+    /// counts of the message a view shows for it.
+    pub fn tokens(&self, tokenizer: Tokenizer) -> i64 {
+        let calls = self
+            .tool_calls()
+            .iter()
+            .map(|c| (c.name.as_str(), c.arguments_text()));
+        tokenizer.count_message(&self.shown_text(), calls, self.name())
     }
 }
 

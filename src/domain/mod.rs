@@ -5,6 +5,7 @@ pub mod append;
 pub mod compaction;
 pub mod event;
 pub mod session;
+pub mod state;
 
 use serde::Serialize;
 use utoipa::ToSchema;

@@ -137,6 +137,21 @@ impl SessionConfig {
         (self.min_compaction_gain * f64::from(self.context_window)).ceil() as i64
     }
 
+    /// The window's tokens a request uses: its messages as ctxd counts them, scaled by the
+    /// calibration factor, plus the tool schemas sent with it and the reserved output.
+    pub fn tokens_used(&self, message_tokens: i64, calibration: f64, tools_tokens: i64) -> i64 {
+        (message_tokens as f64 * calibration).ceil() as i64
+            + tools_tokens
+            + i64::from(self.max_output_tokens)
+    }
+
+    /// The share of the window a request uses (see [`SessionConfig::tokens_used`]): what
+    /// tiers are decided on, and what the context report shows.
+    pub fn utilization(&self, message_tokens: i64, calibration: f64, tools_tokens: i64) -> f64 {
+        self.tokens_used(message_tokens, calibration, tools_tokens) as f64
+            / f64::from(self.context_window)
+    }
+
     /// Every rule a configuration must satisfy, reported together.
     pub fn validate(&self) -> Vec<FieldError> {
         let mut errors = Vec::new();

@@ -7,7 +7,6 @@ use chrono::{DateTime, Utc};
 use foldhash::{HashMap, HashMapExt};
 use uuid::Uuid;
 
-use super::state::{CompactionState, FoldedRange, LastView, Reduced};
 use super::view::{self, ReducedRef};
 use crate::domain::compaction::{
     CompactionRecord, Mode, OffloadedItem, Projection, Reason, Repairs, SummarizerInfo, Summary,
@@ -16,6 +15,7 @@ use crate::domain::compaction::{
 use crate::domain::event::ToolCall;
 use crate::domain::event::{Event, EventBody, Role};
 use crate::domain::session::{Policy, SessionConfig, Thresholds};
+use crate::domain::state::{CompactionState, FoldedRange, LastView, Reduced};
 use crate::summarize::{self, Summarizer, SummaryRequest};
 use crate::tokens::{Tokenizer, MESSAGE_OVERHEAD};
 
@@ -564,13 +564,14 @@ pub async fn compact<'a>(
         });
     }
     let calibration = input.state.calibration_factor();
-    let used = |message_tokens: i64| (message_tokens as f64 * calibration).ceil() as i64 + fixed;
+    let used =
+        |message_tokens: i64| config.tokens_used(message_tokens, calibration, input.tools_tokens);
     // The most message tokens (as we count them) that fit the window.
     let mut room = ((window - fixed) as f64 / calibration).floor() as i64;
 
     let before = Working::from_state(&input);
     let (before_messages, before_repairs, before_tokens) = before.render();
-    let utilization = used(before_tokens) as f64 / window as f64;
+    let utilization = config.utilization(before_tokens, calibration, input.tools_tokens);
     let mut tier = tier_for(utilization, &config.thresholds);
     let trigger = match (input.overflow_retry, input.mode) {
         (1.., _) => Trigger::OverflowRetry,

@@ -5,9 +5,9 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::state::{CompactionState, FoldedRange};
 use crate::domain::compaction::{ItemState, Projection, Reason};
 use crate::domain::event::Role;
+use crate::domain::state::{CompactionState, FoldedRange};
 
 /// How one item stands in the current view.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]

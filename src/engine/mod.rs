@@ -4,12 +4,10 @@
 mod compact;
 pub mod inspect;
 pub mod render;
-pub mod state;
 pub mod validate;
 pub mod view;
 
 pub use compact::{compact, repair, tier_for, EngineError, EngineInput, EngineOutput};
-pub use state::{CompactionState, FoldedRange};
 
 #[cfg(test)]
 mod properties;

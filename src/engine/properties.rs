@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use super::render::{render_anthropic, render_openai};
 use super::tests::{config, run, Log};
 use super::validate::{validate_anthropic, validate_openai};
-use super::CompactionState;
 use crate::domain::compaction::{is_unknown, Anchors, Mode, Projection};
+use crate::domain::state::CompactionState;
 
 #[derive(Debug, Clone)]
 enum Step {

@@ -5,10 +5,11 @@ use chrono::Utc;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{compact, CompactionState, EngineError, EngineInput, EngineOutput};
+use super::{compact, EngineError, EngineInput, EngineOutput};
 use crate::domain::compaction::{Mode, Projection, Tier, ViewMessage};
 use crate::domain::event::{Event, EventBody, EventInput};
 use crate::domain::session::SessionConfig;
+use crate::domain::state::CompactionState;
 use crate::tokens::Tokenizer;
 
 /// A session's log under construction.
@@ -25,7 +26,7 @@ impl Log {
         self.events.push(Event {
             seq,
             id: None,
-            tokens: Tokenizer::Chars4.count_event(&new.body),
+            tokens: new.body.tokens(Tokenizer::Chars4),
             body: new.body,
             pinned: new.pinned,
             metadata: None,

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use crate::domain::compaction::{Projection, Summary, ViewMessage, NOT_AVAILABLE};
 use crate::domain::event::{Event, EventBody, Role, ToolCall};
-use crate::tokens::{Tokenizer, MESSAGE_OVERHEAD};
+use crate::tokens::Tokenizer;
 
 /// Marks the summary message so that models (and people) can tell it from the conversation.
 pub const SUMMARY_HEADER: &str = "[ctxd: summary of the earlier conversation]";
@@ -45,47 +45,7 @@ pub fn text_of(event: &Event) -> &str {
 
 /// An event shown in full, borrowing its content.
 pub fn full_message(event: &Event) -> ViewMessage<'_> {
-    let base = |role, content: Cow<'static, str>| ViewMessage {
-        seq: Some(event.seq),
-        role,
-        content,
-        tool_calls: Cow::Borrowed(&[]),
-        tool_call_id: None,
-        name: None,
-        is_error: false,
-        projection: Projection::Full,
-        tokens: event.tokens,
-    };
-    match &event.body {
-        EventBody::Message(m) => ViewMessage {
-            content: Cow::Borrowed(&m.content),
-            tool_calls: Cow::Borrowed(&m.tool_calls),
-            tool_call_id: m.tool_call_id.as_deref().map(Cow::Borrowed),
-            name: m.name.as_deref().map(Cow::Borrowed),
-            is_error: m.is_error.unwrap_or(false),
-            ..base(m.role, Cow::Borrowed(""))
-        },
-        EventBody::Note(n) => base(Role::User, format!("[note] {}", n.content).into()),
-        EventBody::EpisodeStart(e) => {
-            let deps = if e.dependencies.is_empty() {
-                String::new()
-            } else {
-                format!("; depends on {}", e.dependencies.join(", "))
-            };
-            let kind = match e.kind {
-                crate::domain::event::EpisodeKind::Exploration => "exploration",
-                crate::domain::event::EpisodeKind::Action => "action",
-            };
-            base(
-                Role::User,
-                format!("[episode started: {} ({kind}){deps}]", e.name).into(),
-            )
-        }
-        EventBody::EpisodeEnd(e) => base(
-            Role::User,
-            format!("[episode finished: {}] {}", e.name, e.conclusion).into(),
-        ),
-    }
+    ViewMessage::full(event)
 }
 
 /// The first lines of `text`, at most `PREVIEW_LINES` lines and `max_chars` characters.
@@ -177,16 +137,7 @@ pub fn reference_message(event: &Event, chars: i64) -> ViewMessage<'_> {
 
 /// Tokens of a message built by ctxd (not stored with an event).
 pub fn cost(message: &ViewMessage<'_>, tokenizer: Tokenizer) -> i64 {
-    let calls: i64 = message
-        .tool_calls
-        .iter()
-        .map(|c| {
-            crate::tokens::TOOL_CALL_OVERHEAD
-                + tokenizer.count(&c.name)
-                + tokenizer.count(&c.arguments_text())
-        })
-        .sum();
-    MESSAGE_OVERHEAD + tokenizer.count(&message.content) + calls
+    message.cost(tokenizer)
 }
 
 /// A reduced item listed in the summary message.

@@ -221,7 +221,7 @@ async fn context(
     let reserved = i64::from(config.max_output_tokens);
     let tools_tokens = stored.last_view.tools_tokens;
     let budget = i64::from(config.context_window);
-    let utilization = (tokens_in_view + tools_tokens + reserved) as f64 / budget as f64;
+    let utilization = config.utilization(message_tokens, calibration, tools_tokens);
     Ok(Json(ContextResponse {
         session_id: id,
         head_seq,

@@ -208,7 +208,7 @@ async fn count_tokens(
                 chunk
                     .into_iter()
                     .map(|event| CountedEvent {
-                        tokens: tokenizer.count_event(&event.body),
+                        tokens: event.body.tokens(tokenizer),
                         event,
                     })
                     .collect::<Vec<_>>()

@@ -11,7 +11,6 @@ mod sessions;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
@@ -28,27 +27,10 @@ use utoipa_swagger_ui::SwaggerUi;
 use uuid::Uuid;
 
 use crate::compaction::cache::ViewCache;
+use crate::config::Limits;
 use crate::store::{Store, StoreError};
 use crate::summarize::Summarizer;
 use crate::tokens::Tokenizer;
-
-/// Request limits, all configurable.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    pub max_batch_events: usize,
-    pub max_body_bytes: usize,
-    pub request_timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_batch_events: 1_000,
-            max_body_bytes: 32 * 1024 * 1024,
-            request_timeout: Duration::from_secs(30),
-        }
-    }
-}
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -64,9 +46,6 @@ pub struct AppState {
     pub view_cache: Arc<ViewCache>,
 }
 
-/// The default budget of the view cache, in bytes of event text.
-pub const DEFAULT_VIEW_CACHE_BYTES: usize = 256 * 1024 * 1024;
-
 /// Sessions whose tokenizer a replica remembers before it starts over.
 const REMEMBERED_SESSIONS: usize = 100_000;
 
@@ -77,7 +56,7 @@ impl AppState {
             limits,
             summarizer: None,
             tokenizers: Arc::default(),
-            view_cache: Arc::new(ViewCache::new(DEFAULT_VIEW_CACHE_BYTES)),
+            view_cache: Arc::new(ViewCache::new(ViewCache::DEFAULT_BYTES)),
         }
     }
 

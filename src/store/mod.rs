@@ -18,7 +18,7 @@ use crate::domain::append::{Ack, AppendRejection, CallFacts, CountedEvent};
 use crate::domain::compaction::CompactionRecord;
 use crate::domain::event::{Event, EventBody, EventType, Role};
 use crate::domain::session::{Labels, NewSession, Session};
-use crate::engine::{CompactionState, FoldedRange};
+use crate::domain::state::{CompactionState, FoldedRange};
 
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;

@@ -14,7 +14,7 @@ use crate::domain::append::{client_ids, plan_append, referenced_call_ids, Counte
 use crate::domain::compaction::CompactionRecord;
 use crate::domain::event::Event;
 use crate::domain::session::{NewSession, Session};
-use crate::engine::{CompactionState, FoldedRange};
+use crate::domain::state::{CompactionState, FoldedRange};
 
 /// A stored event as the append's fact lookup returns it (JSON built by the database).
 #[derive(serde::Deserialize)]

@@ -23,7 +23,7 @@ use crate::domain::append::{client_ids, plan_append, referenced_call_ids, Counte
 use crate::domain::compaction::CompactionRecord;
 use crate::domain::event::Event;
 use crate::domain::session::{NewSession, Session};
-use crate::engine::{CompactionState, FoldedRange};
+use crate::domain::state::{CompactionState, FoldedRange};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 

@@ -7,8 +7,6 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::domain::event::EventBody;
-
 /// Framing a provider adds around every message (role, separators).
 pub const MESSAGE_OVERHEAD: i64 = 4;
 /// Framing around every tool call (id, type, structure).
@@ -41,31 +39,21 @@ impl Tokenizer {
         n as i64
     }
 
-    /// The token cost of an event: its text, its tool calls' names and arguments, and the
-    /// per-message framing.
-    pub fn count_event(self, body: &EventBody) -> i64 {
-        MESSAGE_OVERHEAD
-            + match body {
-                EventBody::Message(m) => {
-                    let calls: i64 = m
-                        .tool_calls
-                        .iter()
-                        .map(|c| {
-                            TOOL_CALL_OVERHEAD
-                                + self.count(&c.name)
-                                + self.count(&c.arguments_text())
-                        })
-                        .sum();
-                    self.count(&m.content)
-                        + calls
-                        + m.name.as_deref().map_or(0, |n| 1 + self.count(n))
-                }
-                EventBody::EpisodeStart(e) => {
-                    self.count(&e.name) + 2 + self.count(&e.dependencies.join(", "))
-                }
-                EventBody::EpisodeEnd(e) => self.count(&e.name) + 2 + self.count(&e.conclusion),
-                EventBody::Note(n) => self.count(&n.content),
-            }
+    /// The token cost of a message as a provider is sent it: the per-message framing, its text,
+    /// its tool calls (framing, name, arguments) and its participant name.
+    pub fn count_message<N: AsRef<str>, A: AsRef<str>>(
+        self,
+        content: &str,
+        calls: impl IntoIterator<Item = (N, A)>,
+        name: Option<&str>,
+    ) -> i64 {
+        let calls: i64 = calls
+            .into_iter()
+            .map(|(name, arguments)| {
+                TOOL_CALL_OVERHEAD + self.count(name.as_ref()) + self.count(arguments.as_ref())
+            })
+            .sum();
+        MESSAGE_OVERHEAD + self.count(content) + calls + name.map_or(0, |n| 1 + self.count(n))
     }
 
     /// Warms the encoding's tables so the first request does not pay for loading them.
@@ -77,7 +65,6 @@ impl Tokenizer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::event::{Message, Role, ToolCall};
 
     #[test]
     fn encodings_count_known_strings() {
@@ -89,23 +76,13 @@ mod tests {
     }
 
     #[test]
-    fn an_event_costs_its_text_calls_and_framing() {
+    fn a_message_costs_its_text_calls_name_and_framing() {
         let t = Tokenizer::Chars4;
-        let body = EventBody::Message(Message {
-            role: Role::Assistant,
-            content: "abcdefgh".into(), // 2
-            tool_calls: vec![ToolCall {
-                id: "call_1".into(),
-                name: "read".into(),                              // 1
-                arguments: serde_json::json!("{\"path\":\"a\"}"), // 12 chars: 3
-            }],
-            tool_call_id: None,
-            name: None,
-            is_error: None,
-        });
+        let calls = [("read", "{\"path\":\"a\"}")]; // 1 + 12 chars: 3
         assert_eq!(
-            t.count_event(&body),
-            MESSAGE_OVERHEAD + 2 + TOOL_CALL_OVERHEAD + 1 + 3
+            t.count_message("abcdefgh", calls, Some("bob")), // 2, name 1 + 1
+            MESSAGE_OVERHEAD + 2 + TOOL_CALL_OVERHEAD + 1 + 3 + 2
         );
+        assert_eq!(t.count_message("", [("", ""); 0], None), MESSAGE_OVERHEAD);
     }
 }

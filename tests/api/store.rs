@@ -144,7 +144,7 @@ async fn history_cannot_be_rewritten_postgres() {
 
 store_on_both_backends! {
     async fn a_replica_reads_what_is_new_since_its_view(store) {
-        use ctxd::engine::CompactionState;
+        use ctxd::domain::state::CompactionState;
 
         assert!(store.session_since(uuid::Uuid::now_v7(), 0).await.unwrap().is_none());
         let s = store.create_session(&labelled(&[("team", "x")])).await.unwrap();

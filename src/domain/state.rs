@@ -1,12 +1,13 @@
-//! A session's compaction state: what the current view is made of. Persisted after every
-//! compaction that acts, so that any replica continues incrementally.
+//! A session's compaction state: what the current view is made of. A persisted document, written
+//! by the engine after every compaction that acts and stored as it is, so that any replica
+//! continues incrementally.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::domain::compaction::{Projection, Reason, Summary, Tier};
+use super::compaction::{Projection, Reason, Summary, Tier};
 
 /// How an item after the checkpoint is shown when not in full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -51,6 +51,7 @@ use ctxd::domain::state::CompactionState;
 use ctxd::engine::render::{write_view, Format, Fragments};
 use ctxd::engine::{self, EngineInput, EngineOutput};
 use ctxd::store::{PostgresStore, Store, StoredState};
+use ctxd::summarize::SummaryOutcome;
 use ctxd::tokens::Tokenizer;
 use ctxd::{app, AppState, Limits};
 use serde_json::{json, Value};
@@ -197,21 +198,18 @@ impl<'c> MemorySession<'c> {
             .map_or(state.checkpoint_seq, |e| e.seq)
             .max(state.checkpoint_seq);
         let started = Instant::now();
-        let out = engine::compact(
-            EngineInput {
-                session_id: self.id,
-                config: self.config,
-                state,
-                events: &events,
-                head_seq,
-                tools_tokens: 0,
-                mode: Mode::Auto,
-                overflow_retry: 0,
-                now: Utc::now(),
-            },
-            None,
-        )
-        .await
+        let out = run_engine(EngineInput {
+            session_id: self.id,
+            compaction_id: Uuid::now_v7(),
+            config: self.config,
+            state,
+            events: &events,
+            head_seq,
+            tools_tokens: 0,
+            mode: Mode::Auto,
+            overflow_retry: 0,
+            now: Utc::now(),
+        })
         .expect("compaction");
         let engine = started.elapsed();
         let (view_json, rest_json, body) = respond(&out, &mut self.fragments);
@@ -581,21 +579,18 @@ impl Service {
             .map_or(state.checkpoint_seq, |e| e.seq)
             .max(state.checkpoint_seq);
         let started = Instant::now();
-        let out = engine::compact(
-            EngineInput {
-                session_id: session,
-                config: &row.config,
-                state,
-                events,
-                head_seq,
-                tools_tokens: 0,
-                mode: Mode::Auto,
-                overflow_retry: 0,
-                now: Utc::now(),
-            },
-            None,
-        )
-        .await
+        let out = run_engine(EngineInput {
+            session_id: session,
+            compaction_id: Uuid::now_v7(),
+            config: &row.config,
+            state,
+            events,
+            head_seq,
+            tools_tokens: 0,
+            mode: Mode::Auto,
+            overflow_retry: 0,
+            now: Utc::now(),
+        })
         .expect("compaction");
         phases.engine.push(started.elapsed());
 
@@ -1208,4 +1203,15 @@ fn report(in_process: &[InProcessResult], http: &[HttpResult]) {
             "HTTP p50",
         );
     }
+}
+
+/// Runs the engine to its end as the service does, with the deterministic summary.
+fn run_engine(input: EngineInput<'_>) -> Result<EngineOutput<'_>, engine::EngineError> {
+    Ok(match engine::compact(input)? {
+        engine::Step::Done(out) => out,
+        engine::Step::Summarize(pending) => {
+            let outcome = SummaryOutcome::deterministic(pending.request(), None);
+            pending.resume(outcome)
+        }
+    })
 }

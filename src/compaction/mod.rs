@@ -1,21 +1,28 @@
-//! Running compactions against the store: load the state and the view's events, run the engine,
-//! persist what changed. Compactions of one session are serialised by the state's version: a
+//! Running compactions against the store: load the state and the view's events, run the engine
+//! (off the async workers), get it the summary it asks for within a deadline, persist what
+//! changed. Compactions of one session are serialised by the state's version: a
 //! compaction writes only over the version it read, and one that loses starts again from the
 //! winner's state, so concurrent calls never lose or corrupt state.
 
 pub mod cache;
+pub mod summary;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use uuid::Uuid;
 
 use cache::{CachedView, ViewCache};
+use summary::SummaryKey;
 
 use crate::domain::compaction::{CompactionRecord, Mode, ViewMessage};
 use crate::domain::session::Session;
+use crate::domain::state::{CompactionState, FoldedRange};
 use crate::engine::render::Fragments;
-use crate::engine::{self, EngineError, EngineInput, EngineOutput};
+use crate::engine::{self, EngineError, EngineInput, EngineOutput, Step};
 use crate::store::{Store, StoreError, StoredState};
-use crate::summarize::Summarizer;
+use crate::summarize::{Summarizer, SummaryOutcome};
 
 /// How many times a compaction starts again after losing a race before giving up.
 const ATTEMPTS: usize = 8;
@@ -27,6 +34,9 @@ pub struct CompactRequest {
     pub overflow_retry: u8,
     /// Tokens of the tool schemas sent with the request.
     pub tools_tokens: i64,
+    /// The longest a summariser may take for this request (it never takes longer than the
+    /// operator's timeout either): past it, the deterministic summary is used.
+    pub summary_deadline: Duration,
 }
 
 /// The view, as the caller presented it, and the record that explains it.
@@ -49,85 +59,183 @@ pub enum CompactError {
     Contended,
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("the compaction's worker stopped: {0}")]
+    Worker(String),
+}
+
+/// What one attempt decided, owning everything (the view is already presented).
+struct Decided<V> {
+    view: V,
+    state: CompactionState,
+    record: CompactionRecord,
+    folded: Vec<FoldedRange>,
+    changed: bool,
+}
+
+/// The summary a compaction got, kept across attempts: a compaction that lost the race to
+/// another one and must fold the same events again reuses it instead of asking again.
+#[derive(Default)]
+struct Summaries {
+    kept: Option<(SummaryKey, SummaryOutcome)>,
+    /// Whether a model has been asked already for this compaction.
+    asked_model: bool,
 }
 
 /// Compacts a session's context and returns the view to send, as `present` makes it from the
 /// view's messages (which borrow from the events, so nothing is copied unless `present` copies
 /// it) and the JSON this replica keeps of their rendering. The view's events come from `cache`
 /// when this replica has them, else from the store.
-pub async fn compact_session<V>(
+///
+/// The engine, the summary it may ask for and `present` run on the blocking pool, off the
+/// async workers. A model is asked at most once per call: a compaction that lost the race and
+/// folds the same events again reuses the summary it has.
+pub async fn compact_session<V, P>(
     store: &dyn Store,
-    summarizer: Option<&dyn Summarizer>,
+    summarizer: Option<Arc<dyn Summarizer>>,
     cache: &ViewCache,
     session_id: Uuid,
     request: CompactRequest,
-    present: impl FnOnce(&[ViewMessage<'_>], &mut Fragments) -> V,
-) -> Result<Compacted<V>, CompactError> {
+    present: P,
+) -> Result<Compacted<V>, CompactError>
+where
+    V: Send + 'static,
+    P: Fn(&[ViewMessage<'_>], &mut Fragments) -> V + Send + Sync + 'static,
+{
+    let present = Arc::new(present);
+    let mut summaries = Summaries::default();
     let mut cached = cache.take(session_id);
     for _ in 0..ATTEMPTS {
+        let started = Instant::now();
         let (session, stored, view) = load(store, session_id, cached).await?;
+        let (view, stored, decided, kept) = {
+            let summarizer = summarizer.clone();
+            let present = Arc::clone(&present);
+            let handle = tokio::runtime::Handle::current();
+            tokio::task::spawn_blocking(move || {
+                let mut view = view;
+                let mut summaries = summaries;
+                let decided = decide(
+                    &handle,
+                    summarizer.as_deref(),
+                    &session,
+                    &stored.state,
+                    &mut view,
+                    request,
+                    &mut summaries,
+                    &*present,
+                );
+                (view, stored, decided, summaries)
+            })
+            .await
+            .map_err(|e| CompactError::Worker(e.to_string()))?
+        };
         cached = view;
-        let state = &stored.state;
-        let (events, fragments) = cached.parts();
-        let head_seq = events
-            .last()
-            .map_or(state.checkpoint_seq, |e| e.seq)
-            .max(state.checkpoint_seq);
-        let out = engine::compact(
-            EngineInput {
-                session_id,
-                config: &session.config,
-                state,
-                events,
-                head_seq,
-                tools_tokens: request.tools_tokens,
-                mode: request.mode,
-                overflow_retry: request.overflow_retry,
-                now: Utc::now(),
-            },
-            summarizer,
-        )
-        .await?;
-        let persist = request.mode != Mode::DryRun && out.changed;
+        summaries = kept;
+        let mut decided = decided?;
+        decided.record.duration_ms = started.elapsed().as_secs_f64() * 1e3;
+        let persist = request.mode != Mode::DryRun && decided.changed;
         let saved = persist
             && store
                 .save_compaction(
                     session_id,
                     stored.version,
-                    &out.state,
-                    Some(&out.record),
-                    &out.folded,
+                    &decided.state,
+                    Some(&decided.record),
+                    &decided.folded,
                 )
                 .await?;
         if saved || !persist {
-            let EngineOutput {
-                messages,
-                state: new_state,
-                record,
-                ..
-            } = out;
-            let view = present(&messages, fragments);
-            // The messages borrow the cached events and state: done with them, the cache takes
-            // them back, with the state as now stored.
-            drop(messages);
             cached.keep_state(if saved {
                 StoredState {
                     version: stored.version + 1,
-                    state: new_state,
+                    state: decided.state,
                 }
             } else {
                 stored
             });
             cache.put(session_id, cached);
             return Ok(Compacted {
-                view,
-                record,
+                view: decided.view,
+                record: decided.record,
                 persisted: saved,
             });
         }
         tracing::debug!(%session_id, "a concurrent compaction won; starting again from its state");
     }
     Err(CompactError::Contended)
+}
+
+/// Runs the engine over `view`, gets it the summary it asks for, and presents its view.
+#[allow(clippy::too_many_arguments)]
+fn decide<V>(
+    handle: &tokio::runtime::Handle,
+    summarizer: Option<&dyn Summarizer>,
+    session: &Session,
+    state: &CompactionState,
+    view: &mut CachedView,
+    request: CompactRequest,
+    summaries: &mut Summaries,
+    present: &dyn Fn(&[ViewMessage<'_>], &mut Fragments) -> V,
+) -> Result<Decided<V>, CompactError> {
+    let (events, fragments) = view.parts();
+    let head_seq = events
+        .last()
+        .map_or(state.checkpoint_seq, |e| e.seq)
+        .max(state.checkpoint_seq);
+    let step = engine::compact(EngineInput {
+        session_id: session.id,
+        compaction_id: Uuid::now_v7(),
+        config: &session.config,
+        state,
+        events,
+        head_seq,
+        tools_tokens: request.tools_tokens,
+        mode: request.mode,
+        overflow_retry: request.overflow_retry,
+        now: Utc::now(),
+    })?;
+    let out = match step {
+        Step::Done(out) => out,
+        Step::Summarize(pending) => {
+            let request_summary = pending.request();
+            let key = SummaryKey::of(&request_summary);
+            let outcome = match summaries.kept.take() {
+                Some((kept, outcome)) if kept == key => outcome,
+                _ if summaries.asked_model => SummaryOutcome::deterministic(
+                    request_summary,
+                    Some(
+                        "a concurrent compaction changed what this one folds; deterministic \
+                         summary used rather than asking the summariser twice"
+                            .into(),
+                    ),
+                ),
+                _ => {
+                    summaries.asked_model = summarizer.is_some();
+                    let deadline = summarizer
+                        .map_or(request.summary_deadline, |s| s.timeout())
+                        .min(request.summary_deadline);
+                    handle.block_on(summary::summarize(summarizer, request_summary, deadline))
+                }
+            };
+            summaries.kept = Some((key, outcome.clone()));
+            pending.resume(outcome)
+        }
+    };
+    let EngineOutput {
+        messages,
+        state,
+        record,
+        folded,
+        changed,
+    } = out;
+    let view = present(&messages, fragments);
+    Ok(Decided {
+        view,
+        state,
+        record,
+        folded,
+        changed,
+    })
 }
 
 /// Loads a session, its compaction state and the events of its view, on top of what `cached`

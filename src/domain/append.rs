@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::event::{Event, NewEvent};
+use super::pairing::OpenCalls;
 use super::FieldError;
 
 /// What the log holds that matters to one batch.
@@ -192,31 +193,43 @@ pub fn plan_append(
     }
 }
 
-/// The open and answered call ids as the batch unfolds over the stored facts.
+/// A call the batch issued and has not answered yet.
+#[derive(Debug, Clone, Copy)]
+struct IssuedHere {
+    seq: i64,
+    /// Its index in `AppendPlan::new_calls`.
+    index: usize,
+}
+
+/// The open and answered call ids as the batch unfolds over the stored facts, paired by the one
+/// rule of [`OpenCalls`].
 struct Pairing<'a> {
     facts: &'a HashMap<String, CallFacts>,
-    /// Batch-local overrides: the open call's seq (None once answered).
-    open: HashMap<String, Option<i64>>,
-    answered: HashSet<String>,
-    /// Calls issued by this batch and still open: their index in `AppendPlan::new_calls`.
-    issued_here: HashMap<String, usize>,
+    /// Calls issued by this batch and still open.
+    issued: OpenCalls<'a, IssuedHere>,
+    /// Ids whose calls the batch answered: their stored open call, if any, is no longer open.
+    answered: HashSet<&'a str>,
 }
 
 impl<'a> Pairing<'a> {
     fn new(facts: &'a LogFacts) -> Self {
         Self {
             facts: &facts.calls,
-            open: HashMap::new(),
+            issued: OpenCalls::default(),
             answered: HashSet::new(),
-            issued_here: HashMap::new(),
         }
     }
 
+    /// The seq of the open call of `id`: one issued in this batch, else a stored one that the
+    /// batch has not answered.
     fn open_call(&self, id: &str) -> Option<i64> {
-        match self.open.get(id) {
-            Some(state) => *state,
-            None => self.facts.get(id).and_then(|f| f.open_call_seq),
+        if let Some(call) = self.issued.get(id) {
+            return Some(call.seq);
         }
+        if self.answered.contains(id) {
+            return None;
+        }
+        self.facts.get(id).and_then(|f| f.open_call_seq)
     }
 
     fn was_answered(&self, id: &str) -> bool {
@@ -227,7 +240,7 @@ impl<'a> Pairing<'a> {
         &mut self,
         index: usize,
         seq: i64,
-        counted: &CountedEvent,
+        counted: &'a CountedEvent,
         plan: &mut AppendPlan,
         errors: &mut Vec<FieldError>,
     ) {
@@ -244,9 +257,11 @@ impl<'a> Pairing<'a> {
                 ));
                 continue;
             }
-            self.open.insert(call.id.clone(), Some(seq));
-            self.issued_here
-                .insert(call.id.clone(), plan.new_calls.len());
+            let issued = IssuedHere {
+                seq,
+                index: plan.new_calls.len(),
+            };
+            self.issued.issue(&call.id, issued);
             plan.new_calls.push(NewCall {
                 call_id: call.id.clone(),
                 call_seq: seq,
@@ -254,13 +269,12 @@ impl<'a> Pairing<'a> {
             });
         }
         if let Some(id) = body.tool_call_id() {
-            if let Some(call_seq) = self.open_call(id) {
-                self.open.insert(id.to_owned(), None);
-                self.answered.insert(id.to_owned());
-                match self.issued_here.remove(id) {
-                    Some(i) => plan.new_calls[i].result_seq = Some(seq),
-                    None => plan.answered_calls.push((id.to_owned(), call_seq, seq)),
-                }
+            if let Some(call) = self.issued.answer(id) {
+                plan.new_calls[call.index].result_seq = Some(seq);
+                self.answered.insert(id);
+            } else if let Some(call_seq) = self.open_call(id) {
+                plan.answered_calls.push((id.to_owned(), call_seq, seq));
+                self.answered.insert(id);
             } else if self.was_answered(id) {
                 errors.push(FieldError::at(
                     index,

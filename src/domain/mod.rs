@@ -4,8 +4,10 @@
 pub mod append;
 pub mod compaction;
 pub mod event;
+pub mod pairing;
 pub mod session;
 pub mod state;
+pub mod text;
 
 use serde::Serialize;
 use utoipa::ToSchema;

@@ -1,13 +1,20 @@
 //! The compaction engine: pure functions from a session's items, configuration and compaction
-//! state to a view, the new state and a record. No I/O except through the summariser trait.
+//! state to a view, the new state and a record. No clock, no ids made up, no I/O: when a
+//! compaction needs a summary, the engine hands back the request and a continuation.
 
 mod compact;
+mod emergency;
 pub mod inspect;
+mod overflow;
+mod progressive;
 pub mod render;
+mod repair;
 pub mod validate;
 pub mod view;
+mod working;
 
-pub use compact::{compact, repair, tier_for, EngineError, EngineInput, EngineOutput};
+pub use compact::{compact, tier_for, EngineError, EngineInput, EngineOutput, Pending, Step};
+pub use repair::repair;
 
 #[cfg(test)]
 mod properties;

@@ -5,10 +5,11 @@ use std::collections::HashSet;
 use proptest::prelude::*;
 
 use super::render::{render_anthropic, render_openai};
-use super::tests::{config, run, Log};
+use super::tests::{config, run_with, Log};
 use super::validate::{validate_anthropic, validate_openai};
-use crate::domain::compaction::{is_unknown, Anchors, Mode, Projection};
+use crate::domain::compaction::{is_unknown, Anchors, Mode, Projection, SummarizerInfo, Summary};
 use crate::domain::state::CompactionState;
+use crate::summarize::{SummaryOutcome, SummaryOutput, SummaryRequest};
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -20,7 +21,58 @@ enum Step {
     Parallel(usize, usize),
     /// A pinned note of the given size.
     Note(usize),
+    /// An episode's start and end.
+    Episode(usize),
     Compact(Mode),
+    /// A compaction after the provider refused the last view for its length.
+    Overflow(u8),
+    /// The provider counted this many times our tokens for the last view.
+    Usage(f64),
+}
+
+/// Who writes the summaries of a run.
+#[derive(Debug, Clone, Copy)]
+enum Summariser {
+    Deterministic,
+    /// A model that fills the summary's whole bound.
+    Verbose,
+    /// A model that fails: the deterministic summary stands in, and the record says why.
+    Failing,
+}
+
+fn summarise(who: Summariser, request: SummaryRequest<'_>) -> SummaryOutcome {
+    match who {
+        Summariser::Deterministic => SummaryOutcome::deterministic(request, None),
+        Summariser::Failing => {
+            SummaryOutcome::deterministic(request, Some("the model answered HTTP 500".into()))
+        }
+        Summariser::Verbose => {
+            let seqs: Vec<String> = request.events.iter().map(|e| e.seq.to_string()).collect();
+            let text: String = format!("Covered {}. ", seqs.join(", "))
+                .chars()
+                .cycle()
+                .take(request.max_chars)
+                .collect();
+            let mut anchors = request.previous.anchors.clone();
+            anchors.merge(&Anchors {
+                next_step: "carry on with the parser".into(),
+                ..Anchors::default()
+            });
+            SummaryOutcome {
+                output: SummaryOutput {
+                    summary: Summary { text, anchors },
+                    info: SummarizerInfo {
+                        kind: "openai".into(),
+                        model: Some("verbose".into()),
+                        latency_ms: 1.0,
+                        input_tokens: None,
+                        output_tokens: None,
+                    },
+                },
+                fallback_reason: None,
+            }
+        }
+    }
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -30,8 +82,11 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (1usize..12_000).prop_map(Step::Exchange),
         1 => (1usize..6_000, 1usize..6_000).prop_map(|(a, b)| Step::Parallel(a, b)),
         1 => prop_oneof![4 => 1usize..200, 1 => 1usize..20_000].prop_map(Step::Note),
+        1 => (1usize..400).prop_map(Step::Episode),
         4 => prop_oneof![Just(Mode::Auto), Just(Mode::Auto), Just(Mode::Force), Just(Mode::DryRun)]
             .prop_map(Step::Compact),
+        1 => (1u8..=2).prop_map(Step::Overflow),
+        1 => prop_oneof![Just(0.8), Just(1.0), Just(1.3), Just(2.5)].prop_map(Step::Usage),
     ]
 }
 
@@ -76,9 +131,9 @@ proptest! {
         offload in 100u32..2_000,
         tools in 0i64..400,
         system_chars in prop_oneof![4 => 1usize..500, 1 => 1usize..30_000],
+        summariser in prop_oneof![Just(Summariser::Deterministic), Just(Summariser::Verbose), Just(Summariser::Failing)],
         steps in proptest::collection::vec(step(), 1..60),
     ) {
-        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let mut cfg = config(window);
         cfg.min_tail_messages = min_tail;
         cfg.offload_threshold_chars = offload;
@@ -109,21 +164,38 @@ proptest! {
                 Step::Note(n) => {
                     log.push(serde_json::json!({"type": "note", "content": text(*n, i), "pinned": true}));
                 }
-                Step::Compact(mode) => {
-                    let out = runtime.block_on(run(&cfg, &state, &log, tools, *mode, 0)).unwrap();
+                Step::Episode(n) => {
+                    log.push(serde_json::json!({"type": "episode_start", "name": format!("e{i}"),
+                        "kind": "exploration", "dependencies": ["setup"]}));
+                    log.push(serde_json::json!({"type": "episode_end", "name": format!("e{i}"),
+                        "conclusion": text(*n, i)}));
+                }
+                Step::Usage(factor) => {
+                    let ours = state.last_view.message_tokens + state.last_view.tools_tokens;
+                    state.calibrate((ours as f64 * factor).ceil() as i64, ours);
+                }
+                Step::Compact(_) | Step::Overflow(_) => {
+                    let (mode, overflow) = match step {
+                        Step::Overflow(n) => (Mode::Auto, *n),
+                        Step::Compact(mode) => (*mode, 0),
+                        _ => unreachable!(),
+                    };
+                    let out = run_with(&cfg, &state, &log, tools, mode, overflow, &|r| summarise(summariser, r)).unwrap();
                     let r = &out.record;
                     prop_assert!(r.tokens_after <= i64::from(window),
                         "over budget: {} > {window} ({:?})", r.tokens_after, r.tier);
-                    // What the budget counts is what the messages cost.
-                    for m in out.messages.iter().filter(|m| m.projection != Projection::Full) {
-                        prop_assert_eq!(m.tokens, super::view::cost(m, cfg.tokenizer),
+                    // What the budget counts is what every message costs as shown.
+                    for m in &out.messages {
+                        prop_assert_eq!(m.tokens, m.cost(cfg.tokenizer),
                             "a {:?} message claims other tokens than it costs", m.projection);
                     }
+                    let counted: i64 = out.messages.iter().map(|m| m.tokens).sum();
+                    prop_assert_eq!(counted, out.state.last_view.message_tokens);
                     let openai = render_openai(&out.messages);
                     prop_assert!(validate_openai(&openai).is_ok(), "{:?}", validate_openai(&openai));
                     let anthropic = render_anthropic(&out.messages);
                     prop_assert!(validate_anthropic(&anthropic).is_ok(), "{:?}", validate_anthropic(&anthropic));
-                    if *mode == Mode::DryRun {
+                    if mode == Mode::DryRun {
                         continue;
                     }
                     membership.extend(r.offloaded.iter().map(|o| o.seq));
@@ -142,7 +214,7 @@ proptest! {
                         *known |= !is_unknown(value);
                     }
                     // A retry with no new events changes nothing.
-                    let retry = runtime.block_on(run(&cfg, &out.state, &log, tools, Mode::Auto, 0)).unwrap();
+                    let retry = run_with(&cfg, &out.state, &log, tools, Mode::Auto, 0, &|r| summarise(summariser, r)).unwrap();
                     prop_assert!(!retry.changed, "a retry acted: {:?}", retry.record.tier);
                     prop_assert_eq!(&retry.messages, &out.messages);
                     state = out.state;

@@ -1145,9 +1145,20 @@ mod tests {
                 format
             );
         }
-        let view = [user("hi")];
-        assert_eq!(render(Format::Anthropic, &view), render_anthropic(&view));
-        assert_eq!(render(Format::Openai, &view), render_openai(&view));
+        let view = [system("Be brief."), user("hi")];
+        assert_eq!(
+            render(Format::Openai, &view),
+            json!({"messages": [{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "hi"}]})
+        );
+        assert_eq!(
+            render(Format::Anthropic, &view),
+            json!({"system": "Be brief.", "messages": [{"role": "user",
+                "content": [{"type": "text", "text": "hi"}]}]})
+        );
+        let raw = render(Format::Raw, &view);
+        assert_eq!(raw["items"][1]["content"], "hi");
+        assert_eq!(raw["items"][1]["role"], "user");
     }
 
     /// One step of a random session, as the engine could hand it over.

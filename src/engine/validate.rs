@@ -680,13 +680,32 @@ mod tests {
     }
 
     proptest! {
+        /// Arbitrary JSON never panics a validator, and what a validator accepts has at least
+        /// the shape its provider requires.
         #[test]
-        fn validators_never_panic_on_arbitrary_json(request in request_like_json()) {
-            let _ = validate_openai(&request);
-            let _ = validate_anthropic(&request);
-            let wrapped = json!({"system": "", "messages": [request]});
-            let _ = validate_openai(&wrapped);
-            let _ = validate_anthropic(&wrapped);
+        fn validators_accept_only_requests_of_their_providers_shape(request in request_like_json()) {
+            let wrapped = json!({"system": "", "messages": [request.clone()]});
+            for candidate in [&request, &wrapped] {
+                if validate_openai(candidate).is_ok() {
+                    let messages = candidate["messages"].as_array();
+                    prop_assert!(messages.is_some(), "{candidate}");
+                    for m in messages.into_iter().flatten() {
+                        let role = m["role"].as_str().unwrap_or_default();
+                        prop_assert!(["system", "user", "assistant", "tool"].contains(&role), "{candidate}");
+                    }
+                }
+                if validate_anthropic(candidate).is_ok() {
+                    let messages = candidate["messages"].as_array();
+                    prop_assert!(messages.is_some_and(|m| !m.is_empty()), "{candidate}");
+                    let roles: Vec<&str> = messages.into_iter().flatten()
+                        .map(|m| m["role"].as_str().unwrap_or_default()).collect();
+                    prop_assert_eq!(roles.first().copied(), Some("user"), "{}", candidate);
+                    prop_assert!(roles.windows(2).all(|w| w[0] != w[1]), "{candidate}");
+                    for m in messages.into_iter().flatten() {
+                        prop_assert!(m["content"].is_string() || m["content"].as_array().is_some_and(|c| !c.is_empty()), "{candidate}");
+                    }
+                }
+            }
         }
     }
 }

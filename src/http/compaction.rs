@@ -113,20 +113,23 @@ async fn compact(
         mode: body.mode,
         overflow_retry: body.overflow_retry,
         tools_tokens,
+        // A summary must come back well before the request times out.
+        summary_deadline: state.limits.request_timeout * 2 / 3,
     };
+    let format = body.format;
     // The view is most of the answer: it is written first, straight from the borrowed
     // messages and the JSON this replica kept of the parts that did not change.
     let compacted = compaction::compact_session(
         state.store.as_ref(),
-        state.summarizer.as_deref(),
+        state.summarizer.clone(),
         &state.view_cache,
         id,
         request,
-        |messages, fragments| {
+        move |messages, fragments| {
             let size: usize = messages.iter().map(|m| m.content.len() + 256).sum();
             let mut answer = Vec::with_capacity(size + 16 * 1024);
             answer.extend_from_slice(br#"{"view":"#);
-            write_view(body.format, messages, fragments, &mut answer).map(|()| answer)
+            write_view(format, messages, fragments, &mut answer).map(|()| answer)
         },
     )
     .await
@@ -162,6 +165,7 @@ fn compact_error(error: CompactError, id: Uuid) -> ApiError {
         }
         CompactError::Contended => ApiError::Unavailable(error.to_string()),
         CompactError::Store(e) => e.into(),
+        CompactError::Worker(e) => ApiError::Internal(e),
     }
 }
 

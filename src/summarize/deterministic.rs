@@ -8,7 +8,6 @@
 //! LLM) is kept, bounded, as the "Earlier summary" section.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Instant;
 
 use serde_json::Value;
 
@@ -52,7 +51,6 @@ const OTHER_KEYS: [&str; 3] = ["query", "pattern", "url"];
 
 /// Summarises the request's events into the previous summary.
 pub fn summarize(request: SummaryRequest<'_>) -> SummaryOutput {
-    let started = Instant::now();
     let previous = request.previous;
 
     let (mut digest, foreign) = match read_back(&previous.text) {
@@ -74,7 +72,8 @@ pub fn summarize(request: SummaryRequest<'_>) -> SummaryOutput {
         info: SummarizerInfo {
             kind: "deterministic".into(),
             model: None,
-            latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+            // Pure and fast: its time is part of the compaction's own duration.
+            latency_ms: 0.0,
             input_tokens: None,
             output_tokens: None,
         },
@@ -211,7 +210,7 @@ impl Digest {
 
     /// Adds the facts of `events`. `may_set_first_request` is false when the previous summary is
     /// not ours: the first user message seen now is then not the first of the session.
-    fn add_events(&mut self, events: &[Event], may_set_first_request: bool) -> LatestFacts {
+    fn add_events(&mut self, events: &[&Event], may_set_first_request: bool) -> LatestFacts {
         let mut latest = LatestFacts::default();
         // Tool results name their call by id; remember each call's description to say what failed.
         let mut calls: HashMap<&str, String> = HashMap::new();
@@ -699,9 +698,10 @@ mod tests {
     }
 
     fn run(previous: &Summary, events: &[Event], max_chars: usize) -> SummaryOutput {
+        let events: Vec<&Event> = events.iter().collect();
         summarize(SummaryRequest {
             previous,
-            events,
+            events: &events,
             max_chars,
         })
     }

@@ -20,8 +20,8 @@ use crate::domain::event::Event;
 pub struct SummaryRequest<'a> {
     /// The summary so far (empty text and "N/A" anchors at first).
     pub previous: &'a Summary,
-    /// The events newly covered, in seq order.
-    pub events: &'a [Event],
+    /// The events newly covered, in seq order, borrowed from the log.
+    pub events: &'a [&'a Event],
     /// The largest summary text to produce, in characters.
     pub max_chars: usize,
 }
@@ -49,31 +49,26 @@ pub enum SummarizeError {
 pub trait Summarizer: Send + Sync + 'static {
     /// `openai`, `anthropic` or `deterministic`.
     fn kind(&self) -> &'static str;
+    /// The longest the operator lets a summary take.
+    fn timeout(&self) -> Duration;
     async fn summarize(&self, request: SummaryRequest<'_>)
         -> Result<SummaryOutput, SummarizeError>;
 }
 
-/// Summarises with `summarizer` when there is one, falling back to the deterministic summariser
-/// when there is none or it fails. The error, if any, says why the fallback was used.
-pub async fn summarize_or_fall_back(
-    summarizer: Option<&dyn Summarizer>,
-    request: SummaryRequest<'_>,
-) -> (SummaryOutput, Option<String>) {
-    if let Some(s) = summarizer {
-        match s.summarize(request).await {
-            Ok(output) => return (output, None),
-            Err(e) => {
-                tracing::warn!(summarizer = s.kind(), error = %e, "summariser failed; falling back to the deterministic summary");
-                let fallback = deterministic::summarize(request);
-                return (
-                    fallback,
-                    Some(format!(
-                        "{} summariser failed, deterministic summary used: {e}",
-                        s.kind()
-                    )),
-                );
-            }
+/// A summary to fold in, and why the deterministic one stands in for a model's, if it does.
+#[derive(Debug, Clone)]
+pub struct SummaryOutcome {
+    pub output: SummaryOutput,
+    pub fallback_reason: Option<String>,
+}
+
+impl SummaryOutcome {
+    /// The deterministic summary of `request`; `reason` says why no model wrote it (none when
+    /// no model is configured).
+    pub fn deterministic(request: SummaryRequest<'_>, reason: Option<String>) -> Self {
+        Self {
+            output: deterministic::summarize(request),
+            fallback_reason: reason,
         }
     }
-    (deterministic::summarize(request), None)
 }

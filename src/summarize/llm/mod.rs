@@ -187,6 +187,10 @@ impl<A: Api> Summarizer for LlmSummarizer<A> {
         A::KIND
     }
 
+    fn timeout(&self) -> Duration {
+        self.config.timeout
+    }
+
     async fn summarize(
         &self,
         request: SummaryRequest<'_>,
@@ -283,7 +287,6 @@ mod tests {
     use super::*;
     use crate::domain::compaction::{Anchors, NOT_AVAILABLE};
     use crate::domain::event::{Event, EventBody, Message, Role};
-    use crate::summarize::summarize_or_fall_back;
 
     const KEY: &str = "sk-test-0123456789";
 
@@ -416,10 +419,11 @@ mod tests {
         events: &[Event],
         max_chars: usize,
     ) -> Result<SummaryOutput, SummarizeError> {
+        let events: Vec<&Event> = events.iter().collect();
         summarizer
             .summarize(SummaryRequest {
                 previous,
-                events,
+                events: &events,
                 max_chars,
             })
             .await
@@ -673,12 +677,15 @@ mod tests {
         let summarizer = fake.summarizer(LlmKind::OpenAi, PATIENT);
         let previous = previous();
         let events = events();
+        let events: Vec<&Event> = events.iter().collect();
         let request = SummaryRequest {
             previous: &previous,
             events: &events,
             max_chars: 2000,
         };
-        let (output, error) = summarize_or_fall_back(Some(&*summarizer), request).await;
+        let outcome =
+            crate::compaction::summary::summarize(Some(&*summarizer), request, PATIENT).await;
+        let (output, error) = (outcome.output, outcome.fallback_reason);
         assert_eq!(output.info.kind, "deterministic");
         assert_eq!(
             output.summary,

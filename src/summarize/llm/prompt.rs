@@ -69,8 +69,8 @@ pub(super) fn prompt(request: &SummaryRequest<'_>) -> Prompt {
 
 /// One line (or block) per event, within `max_chars` overall: when the events do not fit, the
 /// oldest quarter and the newest rest are kept and the middle is marked as omitted.
-fn render_events(events: &[Event], max_chars: usize) -> String {
-    let rendered: Vec<String> = events.iter().map(render_event).collect();
+fn render_events(events: &[&Event], max_chars: usize) -> String {
+    let rendered: Vec<String> = events.iter().map(|e| render_event(e)).collect();
     let sizes: Vec<usize> = rendered.iter().map(|r| r.chars().count() + 1).collect();
     if sizes.iter().sum::<usize>() <= max_chars {
         return rendered.join("\n");
@@ -268,6 +268,7 @@ mod tests {
                 created_at: chrono::DateTime::UNIX_EPOCH,
             })
             .collect();
+        let events: Vec<&Event> = events.iter().collect();
         let text = render_events(&events, 20_000);
         assert!(text.chars().count() <= 20_000 + 40, "{}", text.len());
         assert!(text.starts_with("#1 note: xxx"));

@@ -1,0 +1,68 @@
+//! Cutting text on character boundaries: the one place that bounds a text to a number of
+//! characters, for previews, summaries and anchors alike.
+
+/// The first `max_chars` characters of `text`, never splitting a character.
+pub fn prefix_chars(text: &str, max_chars: usize) -> &str {
+    // A text of at most `max_chars` bytes has at most as many characters.
+    if text.len() <= max_chars {
+        return text;
+    }
+    match text.char_indices().nth(max_chars) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
+}
+
+/// `text` in at most `max_chars` characters, ending with "…" when it was cut.
+pub fn bounded(text: &str, max_chars: usize) -> String {
+    let head = prefix_chars(text, max_chars);
+    if head.len() == text.len() {
+        return head.to_owned();
+    }
+    let mut cut = prefix_chars(head, max_chars.saturating_sub(1)).to_owned();
+    if max_chars > 0 {
+        cut.push('…');
+    }
+    cut
+}
+
+/// Cuts `text` to its first `max_chars` characters and appends `marker` when anything was cut.
+/// Returns whether it cut.
+pub fn cut_marked(text: &mut String, max_chars: usize, marker: &str) -> bool {
+    let keep = prefix_chars(text, max_chars).len();
+    if keep == text.len() {
+        return false;
+    }
+    text.truncate(keep);
+    text.push_str(marker);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_never_split_a_character() {
+        assert_eq!(prefix_chars("🙂🙂", 1), "🙂");
+        assert_eq!(prefix_chars("héllo", 2), "hé");
+        assert_eq!(prefix_chars("abc", 10), "abc");
+        assert_eq!(bounded("abcdef", 4), "abc…");
+        assert_eq!(bounded("abc", 3), "abc");
+        assert_eq!(bounded("abc", 0), "");
+        let mut text = "été à Zürich".to_owned();
+        assert!(cut_marked(&mut text, 3, "[…]"));
+        assert_eq!(text, "été[…]");
+        assert!(!cut_marked(&mut text, 100, "[…]"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_bounded_text_is_a_prefix_within_the_bound(text in "[aé🙂 ]{0,40}", max in 0usize..50) {
+            let out = bounded(&text, max);
+            proptest::prop_assert!(out.chars().count() <= max);
+            let kept = out.strip_suffix('…').unwrap_or(&out);
+            proptest::prop_assert!(text.starts_with(kept));
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! Overflow retries: the provider refused the last view for its length, so ctxd's count fell
+//! short of the provider's. Retry 1 shows every answered tool result by reference with a safety
+//! margin; retry 2 keeps only system prompts, pinned items, the summary and the last user turn.
+
+use super::compact::Run;
+use crate::domain::compaction::Reason;
+use crate::domain::event::Role;
+use crate::summarize::{deterministic, SummaryRequest};
+
+impl Run<'_> {
+    /// Retry 1: every answered tool result by reference, and a safety margin.
+    pub(super) fn mask_completed_exchanges(&mut self) {
+        self.room = self.room * 9 / 10;
+        let work = &mut self.work;
+        let valid = work.valid_cuts();
+        let tail = work.tail_start(1, &valid);
+        self.offloaded = work.mask_tool_results(tail, self.input.compaction_id);
+        work.refresh_summary_message();
+        self.acted = true;
+    }
+
+    /// Retry 2: system prompts, pinned items, the summary and the last user turn only; the rest
+    /// is folded deterministically (no model: the provider is already waiting).
+    pub(super) fn keep_last_user_turn(&mut self) {
+        let work = &mut self.work;
+        let last_user = work
+            .live
+            .iter()
+            .rposition(|l| l.event.body.role() == Some(Role::User))
+            .unwrap_or(work.live.len());
+        let valid = work.valid_cuts();
+        let mut cut = last_user;
+        while !valid[cut] {
+            cut -= 1;
+        }
+        let events = work.foldable_events(cut);
+        let output = deterministic::summarize(SummaryRequest {
+            previous: &work.summary,
+            events: &events,
+            max_chars: work.summary_max_chars,
+        });
+        self.summarizer = Some(output.info);
+        self.evicted_seqs.extend(events.iter().map(|e| e.seq));
+        let id = self.input.compaction_id;
+        self.folded
+            .extend(work.fold(cut, output.summary, id, Reason::EmergencyTruncation));
+        self.acted = true;
+    }
+}

@@ -1,0 +1,425 @@
+//! The view under construction: the items a compaction looks at, how each is shown and what
+//! it costs, and the moves every tier is made of (offload, mask, fold).
+
+use uuid::Uuid;
+
+use super::compact::EngineInput;
+use super::repair::{self, Pairing};
+use super::view::{self, ReducedRef};
+use crate::domain::compaction::{OffloadedItem, Projection, Reason, Repairs, Summary, ViewMessage};
+use crate::domain::event::{Event, EventBody, Role};
+use crate::domain::pairing::OpenCalls;
+use crate::domain::state::FoldedRange;
+use crate::domain::text;
+use crate::tokens::{Tokenizer, MESSAGE_OVERHEAD};
+
+/// An item of the view and how it is shown.
+#[derive(Debug, Clone)]
+pub(super) struct Live<'a> {
+    pub(super) event: &'a Event,
+    pub(super) projection: Projection,
+    /// Tokens in the view.
+    pub(super) tokens: i64,
+    pub(super) reason: Reason,
+    pub(super) by: Option<Uuid>,
+    /// The event's content characters, when known without counting them.
+    pub(super) chars: Option<i64>,
+}
+
+impl<'a> Live<'a> {
+    pub(super) fn message(&self) -> ViewMessage<'a> {
+        let mut message = match self.projection {
+            Projection::Preview => {
+                view::preview_message(self.event, view::PREVIEW_CHARS, self.chars())
+            }
+            Projection::Reference => view::reference_message(self.event, self.chars()),
+            _ => view::full_message(self.event),
+        };
+        message.tokens = self.tokens;
+        message
+    }
+
+    pub(super) fn chars(&self) -> i64 {
+        self.chars
+            .unwrap_or_else(|| view::content_chars(self.event))
+    }
+
+    /// The item shown as `projection` with `tokens`, reduced by compaction `by`.
+    pub(super) fn reduced(
+        &self,
+        projection: Projection,
+        tokens: i64,
+        reason: Reason,
+        by: Uuid,
+    ) -> Self {
+        Live {
+            event: self.event,
+            projection,
+            tokens,
+            reason,
+            by: Some(by),
+            chars: Some(self.chars()),
+        }
+    }
+
+    /// What tool-pair repair looks at: the message's role, the call it answers and the calls it
+    /// issues (the same whatever the projection).
+    pub(super) fn pairing(&self) -> Pairing<'a> {
+        match &self.event.body {
+            EventBody::Message(m) => (m.role, m.tool_call_id.as_deref(), &m.tool_calls),
+            _ => (Role::User, None, &[]),
+        }
+    }
+}
+
+/// The view under construction.
+#[derive(Debug, Clone)]
+pub(super) struct Working<'a> {
+    pub(super) tokenizer: Tokenizer,
+    pub(super) summary_max_chars: usize,
+    pub(super) checkpoint: i64,
+    /// At or before the checkpoint: system prompts and pinned events, in full unless an
+    /// emergency found no other way to fit the window.
+    pub(super) kept: Vec<Live<'a>>,
+    pub(super) live: Vec<Live<'a>>,
+    pub(super) summary: Summary,
+    pub(super) summary_message: Option<ViewMessage<'static>>,
+    /// How many characters of the summary message an emergency left (see `shrink_summary`).
+    pub(super) summary_cap: Option<usize>,
+}
+
+/// System prompts and pinned events are never folded or reduced.
+pub(super) fn always_kept(event: &Event) -> bool {
+    event.pinned || matches!(&event.body, EventBody::Message(m) if m.role == Role::System)
+}
+
+pub(super) fn is_tool_result(event: &Event) -> bool {
+    event.body.tool_call_id().is_some()
+}
+
+impl<'a> Working<'a> {
+    pub(super) fn from_state(input: &EngineInput<'a>) -> Self {
+        let state = input.state;
+        let mut kept = Vec::new();
+        let mut live = Vec::new();
+        for event in input.events {
+            let item = match state.reduced.get(&event.seq) {
+                Some(r) => Live {
+                    event,
+                    projection: r.projection,
+                    tokens: r.tokens_in_view,
+                    reason: r.reason,
+                    by: Some(r.compaction_id),
+                    chars: (r.chars > 0).then_some(r.chars),
+                },
+                None => Live {
+                    event,
+                    projection: Projection::Full,
+                    tokens: event.tokens,
+                    reason: Reason::WithinBudget,
+                    by: None,
+                    chars: None,
+                },
+            };
+            if event.seq <= state.checkpoint_seq {
+                kept.push(item);
+            } else {
+                live.push(item);
+            }
+        }
+        let mut working = Self {
+            tokenizer: input.config.tokenizer,
+            summary_max_chars: input.config.summary_max_chars(),
+            checkpoint: state.checkpoint_seq,
+            kept,
+            live,
+            summary: state.summary.clone(),
+            summary_message: None,
+            summary_cap: state.summary_cap,
+        };
+        // The stored cost spares recounting the summary on calls that change nothing.
+        working.summary_message = working
+            .build_summary_message(false)
+            .and_then(|m| cut_summary(m, state.summary_cap));
+        if let Some(m) = working.summary_message.as_mut() {
+            m.tokens = state.summary_tokens;
+        }
+        working
+    }
+
+    pub(super) fn build_summary_message(&self, count: bool) -> Option<ViewMessage<'static>> {
+        let refs: Vec<ReducedRef> = self
+            .kept
+            .iter()
+            .chain(&self.live)
+            .filter(|l| matches!(l.projection, Projection::Preview | Projection::Reference))
+            .map(|l| ReducedRef {
+                seq: l.event.seq,
+                chars: l.chars(),
+                tool_call_id: l.event.body.tool_call_id(),
+                tool_name: match &l.event.body {
+                    EventBody::Message(m) => m.name.as_deref(),
+                    _ => None,
+                },
+            })
+            .collect();
+        let tokenizer = if count {
+            self.tokenizer
+        } else {
+            Tokenizer::Chars4
+        };
+        view::summary_message(&self.summary, &refs, self.summary_max_chars, tokenizer)
+    }
+
+    pub(super) fn refresh_summary_message(&mut self) {
+        self.summary_message = self.build_summary_message(true);
+        self.summary_cap = None;
+    }
+
+    /// The seqs of the items after the checkpoint shown in full: the tail a compaction kept.
+    pub(super) fn full_seqs(&self) -> Vec<i64> {
+        self.live
+            .iter()
+            .filter(|l| l.projection == Projection::Full)
+            .map(|l| l.event.seq)
+            .collect()
+    }
+
+    /// The view's items in the order they are shown (the summary message aside): kept system
+    /// prompts, the other kept items, then the items after the checkpoint.
+    pub(super) fn in_order(&self) -> impl Iterator<Item = &Live<'a>> {
+        let is_system = |l: &&Live| l.event.body.role() == Some(Role::System);
+        let system = self.kept.iter().filter(is_system);
+        let other = self.kept.iter().filter(move |l| !is_system(l));
+        system.chain(other).chain(&self.live)
+    }
+
+    /// The view's messages with tool pairs repaired, and their total tokens.
+    pub(super) fn render(&self) -> (Vec<ViewMessage<'a>>, Repairs, i64) {
+        let mut messages = Vec::with_capacity(self.kept.len() + self.live.len() + 1);
+        messages.extend(self.in_order().map(Live::message));
+        // The summary goes right after the leading system prompts.
+        if let Some(summary) = &self.summary_message {
+            let at = messages
+                .iter()
+                .take_while(|m| m.role == Role::System)
+                .count();
+            messages.insert(at, summary.clone());
+        }
+        let (messages, repairs) = repair::repair(messages, self.tokenizer);
+        let tokens = messages.iter().map(|m| m.tokens).sum();
+        debug_assert_eq!(tokens, self.tokens(), "the view costs what `tokens` counts");
+        (messages, repairs, tokens)
+    }
+
+    /// The tokens of the view [`Working::render`] would build, without building it: the items'
+    /// costs, the summary's, less the results repair drops, plus the placeholders it adds.
+    pub(super) fn tokens(&self) -> i64 {
+        let items: Vec<&Live> = self.in_order().collect();
+        let plan = repair::plan_repair(items.iter().map(|l| l.pairing()));
+        let shown: i64 = items
+            .iter()
+            .zip(&plan.keep)
+            .filter(|(_, keep)| **keep)
+            .map(|(l, _)| l.tokens)
+            .sum();
+        let placeholders: i64 = plan
+            .unanswered
+            .iter()
+            .flat_map(|(at, calls)| calls.iter().map(|k| &items[*at].pairing().2[*k]))
+            .map(|call| view::placeholder_result(call, None, self.tokenizer).tokens)
+            .sum();
+        let summary = self.summary_message.as_ref().map_or(0, |m| m.tokens);
+        shown + placeholders + summary
+    }
+
+    /// Where the live items may be cut so that no tool call is separated from its results:
+    /// `valid[c]` is true when no result at or after `c` answers a call before `c`.
+    pub(super) fn valid_cuts(&self) -> Vec<bool> {
+        let n = self.live.len();
+        let mut open = OpenCalls::with_capacity(n / 2);
+        // For each result, the index of the call it answers.
+        let mut answers: Vec<Option<usize>> = vec![None; n];
+        for (i, item) in self.live.iter().enumerate() {
+            let (role, answered, calls) = item.pairing();
+            if let (Role::Tool, Some(id)) = (role, answered) {
+                answers[i] = open.answer(id);
+            }
+            for call in calls {
+                open.issue(call.id.as_str(), i);
+            }
+        }
+        let mut valid = vec![true; n + 1];
+        let mut earliest_call = usize::MAX;
+        for c in (0..n).rev() {
+            if let Some(call) = answers[c] {
+                earliest_call = earliest_call.min(call);
+            }
+            valid[c] = earliest_call >= c;
+        }
+        valid
+    }
+
+    /// The index where the tail starts: the last `min_tail` messages, moved earlier so that no
+    /// tool call is separated from its results.
+    pub(super) fn tail_start(&self, min_tail: usize, valid: &[bool]) -> usize {
+        let mut seen = 0;
+        let mut start = self.live.len();
+        while start > 0 && seen < min_tail {
+            start -= 1;
+            if matches!(self.live[start].event.body, EventBody::Message(_)) {
+                seen += 1;
+            }
+        }
+        while !valid[start] {
+            start -= 1;
+        }
+        start
+    }
+
+    /// The indices of the tool results before `end`, shown in full, longer than
+    /// `threshold_chars`: what offloading would show as previews.
+    pub(super) fn offload_candidates(&mut self, end: usize, threshold_chars: i64) -> Vec<usize> {
+        let mut candidates = Vec::new();
+        for (i, item) in self.live[..end].iter_mut().enumerate() {
+            if item.projection != Projection::Full
+                || !is_tool_result(item.event)
+                || always_kept(item.event)
+                // A text of at most `threshold_chars` bytes has at most as many characters.
+                || view::text_of(item.event).len() as i64 <= threshold_chars
+            {
+                continue;
+            }
+            let chars = item.chars();
+            item.chars = Some(chars);
+            if chars > threshold_chars {
+                candidates.push(i);
+            }
+        }
+        candidates
+    }
+
+    /// The most offloading `candidates` can free: a preview costs at least a message's overhead.
+    pub(super) fn offload_ceiling(&self, candidates: &[usize]) -> i64 {
+        candidates
+            .iter()
+            .map(|&i| (self.live[i].tokens - MESSAGE_OVERHEAD).max(0))
+            .sum()
+    }
+
+    /// Shows `candidates` as previews where that is smaller. Returns what was offloaded and the
+    /// tokens that freed.
+    pub(super) fn offload(&mut self, candidates: &[usize], id: Uuid) -> (Vec<OffloadedItem>, i64) {
+        let mut offloaded = Vec::new();
+        let mut freed = 0;
+        for &i in candidates {
+            let item = &self.live[i];
+            let mut preview = view::preview_message(item.event, view::PREVIEW_CHARS, item.chars());
+            preview.tokens = view::cost(&preview, self.tokenizer);
+            if preview.tokens >= item.tokens {
+                continue;
+            }
+            freed += item.tokens - preview.tokens;
+            let reason = Reason::OffloadedLargeToolResult;
+            let reduced = item.reduced(Projection::Preview, preview.tokens, reason, id);
+            offloaded.push(offloaded_item(&reduced));
+            self.live[i] = reduced;
+        }
+        (offloaded, freed)
+    }
+
+    /// Shows every answered tool result in `..end` by reference only (an overflow retry).
+    pub(super) fn mask_tool_results(&mut self, end: usize, id: Uuid) -> Vec<OffloadedItem> {
+        let mut masked = Vec::new();
+        for item in &mut self.live[..end] {
+            if !is_tool_result(item.event)
+                || always_kept(item.event)
+                || item.projection == Projection::Reference
+            {
+                continue;
+            }
+            let mut reference = view::reference_message(item.event, item.chars());
+            reference.tokens = view::cost(&reference, self.tokenizer);
+            let reason = Reason::MaskedCompletedToolExchange;
+            *item = item.reduced(Projection::Reference, reference.tokens, reason, id);
+            masked.push(offloaded_item(item));
+        }
+        masked
+    }
+
+    /// Tokens the items before `cut` cost in the view, except those that would stay.
+    pub(super) fn foldable_tokens(&self, cut: usize) -> i64 {
+        self.live[..cut]
+            .iter()
+            .filter(|l| !always_kept(l.event))
+            .map(|l| l.tokens)
+            .sum()
+    }
+
+    /// The events that folding at `cut` would summarise, borrowed from the log.
+    pub(super) fn foldable_events(&self, cut: usize) -> Vec<&'a Event> {
+        self.live[..cut]
+            .iter()
+            .filter(|l| !always_kept(l.event))
+            .map(|l| l.event)
+            .collect()
+    }
+
+    /// Folds the items before `cut` into `summary`: system and pinned ones stay in full.
+    pub(super) fn fold(
+        &mut self,
+        cut: usize,
+        summary: Summary,
+        id: Uuid,
+        reason: Reason,
+    ) -> Option<FoldedRange> {
+        if cut == 0 {
+            return None;
+        }
+        let from_seq = self.live[0].event.seq;
+        let to_seq = self.live[cut - 1].event.seq;
+        for item in self.live.drain(..cut) {
+            if always_kept(item.event) {
+                self.kept.push(item);
+            }
+        }
+        self.checkpoint = to_seq;
+        self.summary = summary;
+        self.refresh_summary_message();
+        Some(FoldedRange {
+            from_seq,
+            to_seq,
+            compaction_id: id,
+            reason,
+        })
+    }
+}
+
+pub(super) fn offloaded_item(item: &Live<'_>) -> OffloadedItem {
+    let event = item.event;
+    OffloadedItem {
+        seq: event.seq,
+        tool_call_id: event.body.tool_call_id().map(str::to_owned),
+        chars: item.chars(),
+        tokens: event.tokens,
+        uri: view::observation_uri(event.seq),
+    }
+}
+
+/// The summary message cut to its first `cap` characters (none left under 8), marked as cut.
+/// Its tokens are left for the caller.
+pub(super) fn cut_summary(
+    mut message: ViewMessage<'static>,
+    cap: Option<usize>,
+) -> Option<ViewMessage<'static>> {
+    let Some(cap) = cap else {
+        return Some(message);
+    };
+    if cap < 8 {
+        return None;
+    }
+    if text::prefix_chars(&message.content, cap).len() < message.content.len() {
+        text::cut_marked(message.content.to_mut(), cap, "…");
+    }
+    Some(message)
+}

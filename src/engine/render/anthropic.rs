@@ -1,0 +1,208 @@
+//! Anthropic Messages `system` and `messages`: system prompts joined, user and assistant turns
+//! strictly alternating from the user, tool results as `tool_result` blocks leading the next
+//! user turn.
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{
+    orphan_result_text, pair_tool_results, tool_calls_of, Keyed, PartKey, Placed,
+    CONVERSATION_CONTINUES, EMPTY_ERROR_RESULT, MISSING_RESULT,
+};
+use crate::domain::compaction::ViewMessage;
+use crate::domain::event::{Role, ToolCall};
+
+/// `{"system": "...", "messages": [...]}` for Anthropic Messages.
+#[derive(Serialize)]
+pub struct AnthropicRequest<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) system: Option<Cow<'a, str>>,
+    pub(super) messages: Vec<AnthropicMessage<'a>>,
+}
+
+#[derive(Serialize)]
+pub(super) struct AnthropicMessage<'a> {
+    pub(super) role: &'static str,
+    pub(super) content: Vec<Keyed<Block<'a>>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum Block<'a> {
+    Text {
+        text: Cow<'a, str>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        /// The arguments as the object Anthropic takes, made when serialised.
+        input: ToolInput<'a>,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content: Option<Cow<'a, str>>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+/// `{"system": "...", "messages": [...]}` in Anthropic Messages form (`system` only when there
+/// is one): system prompts joined by blank lines; user and assistant strictly alternating,
+/// starting with the user; all results of an assistant turn as `tool_result` blocks leading the
+/// next user message.
+pub(super) fn anthropic<'a>(messages: &'a [ViewMessage<'a>]) -> AnthropicRequest<'a> {
+    let mut system: Vec<&str> = Vec::new();
+    let mut turns = AnthropicTurns::default();
+    for placed in pair_tool_results(messages) {
+        match placed {
+            Placed::OrphanResult(result) => {
+                let text = text_blocks(orphan_result_text(result).into());
+                turns.push(Role::User, text.into_iter().map(Keyed::fresh).collect());
+            }
+            Placed::Message { message, results } => match message.role {
+                Role::System => {
+                    if !message.content.trim().is_empty() {
+                        system.push(&message.content);
+                    }
+                }
+                Role::User | Role::Tool => {
+                    let text = text_blocks(Cow::Borrowed(&message.content));
+                    turns.push(Role::User, keyed_blocks(message, text));
+                }
+                Role::Assistant => {
+                    let calls = tool_calls_of(message);
+                    let mut blocks = text_blocks(Cow::Borrowed(&message.content));
+                    blocks.extend(calls.iter().map(tool_use_block));
+                    turns.push(Role::Assistant, keyed_blocks(message, blocks));
+                    let results = calls.iter().zip(results).map(|(call, result)| {
+                        let key = result.and_then(|r| PartKey::of(r, 0));
+                        Keyed::by(key, tool_result_block(call, result))
+                    });
+                    turns.push(Role::User, results.collect());
+                }
+            },
+        }
+    }
+    // `system` is optional; an empty one is left out rather than sent blank.
+    let system = match system.as_slice() {
+        [] => None,
+        [one] => Some(Cow::Borrowed(*one)),
+        many => Some(Cow::Owned(many.join("\n\n"))),
+    };
+    AnthropicRequest {
+        system,
+        messages: turns.into_messages(),
+    }
+}
+
+/// The blocks a message renders to, each keyed by the message and its place among them.
+pub(super) fn keyed_blocks<'a>(
+    message: &ViewMessage<'_>,
+    blocks: Vec<Block<'a>>,
+) -> Vec<Keyed<Block<'a>>> {
+    let keyed = blocks.into_iter().enumerate();
+    keyed
+        .map(|(i, block)| Keyed::by(PartKey::of(message, i), block))
+        .collect()
+}
+
+/// Anthropic messages under construction: consecutive blocks of one role share a message.
+#[derive(Default)]
+pub(super) struct AnthropicTurns<'a>(Vec<(Role, Vec<Keyed<Block<'a>>>)>);
+
+impl<'a> AnthropicTurns<'a> {
+    /// Appends `blocks` to the last message when it has the same role, else starts a message.
+    /// No blocks, no message: Anthropic rejects empty content.
+    fn push(&mut self, role: Role, blocks: Vec<Keyed<Block<'a>>>) {
+        if blocks.is_empty() {
+            return;
+        }
+        match self.0.last_mut() {
+            Some((last, content)) if *last == role => content.extend(blocks),
+            _ => self.0.push((role, blocks)),
+        }
+    }
+
+    fn into_messages(mut self) -> Vec<AnthropicMessage<'a>> {
+        if self.0.first().is_none_or(|(role, _)| *role != Role::User) {
+            let opening = text_blocks(CONVERSATION_CONTINUES.into());
+            let opening = opening.into_iter().map(Keyed::fresh).collect();
+            self.0.insert(0, (Role::User, opening));
+        }
+        self.0
+            .into_iter()
+            .map(|(role, content)| AnthropicMessage {
+                role: role.as_str(),
+                content,
+            })
+            .collect()
+    }
+}
+
+/// A text block, or none for blank text (Anthropic rejects whitespace-only text blocks).
+pub(super) fn text_blocks(text: Cow<'_, str>) -> Vec<Block<'_>> {
+    if text.trim().is_empty() {
+        Vec::new()
+    } else {
+        vec![Block::Text { text }]
+    }
+}
+
+pub(super) fn tool_use_block(call: &ToolCall) -> Block<'_> {
+    Block::ToolUse {
+        id: &call.id,
+        name: &call.name,
+        input: ToolInput(&call.arguments),
+    }
+}
+
+/// Tool-call arguments as Anthropic takes them (see [`tool_input`]), converted only when
+/// serialised.
+pub(super) struct ToolInput<'a>(&'a Value);
+
+impl Serialize for ToolInput<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        tool_input(self.0).serialize(serializer)
+    }
+}
+
+/// The arguments as the JSON object Anthropic requires: the object itself, a string parsed as
+/// one, or — so that nothing the model wrote is lost — `{"arguments": <what it was>}`.
+pub(super) fn tool_input(arguments: &Value) -> Cow<'_, Value> {
+    let wrapped = |value: Value| Cow::Owned(serde_json::json!({ "arguments": value }));
+    match arguments {
+        Value::Object(_) => Cow::Borrowed(arguments),
+        Value::Null => Cow::Owned(serde_json::json!({})),
+        Value::String(text) if text.trim().is_empty() => Cow::Owned(serde_json::json!({})),
+        Value::String(text) => match serde_json::from_str(text) {
+            Ok(object @ Value::Object(_)) => Cow::Owned(object),
+            _ => wrapped(Value::String(text.clone())),
+        },
+        other => wrapped(other.clone()),
+    }
+}
+
+pub(super) fn tool_result_block<'a>(
+    call: &'a ToolCall,
+    result: Option<&'a ViewMessage<'a>>,
+) -> Block<'a> {
+    let (content, is_error) = match result {
+        Some(result) => (&*result.content, result.is_error),
+        None => (MISSING_RESULT, true),
+    };
+    let content = if !content.trim().is_empty() {
+        Some(Cow::Borrowed(content))
+    } else if is_error {
+        Some(Cow::Borrowed(EMPTY_ERROR_RESULT))
+    } else {
+        None
+    };
+    Block::ToolResult {
+        tool_use_id: &call.id,
+        content,
+        is_error,
+    }
+}

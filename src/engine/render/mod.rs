@@ -1,0 +1,210 @@
+//! Renderers: a view's messages as the request a provider accepts.
+//!
+//! The engine hands over messages in log order, where a tool result may stand after other
+//! messages and the results of one turn may come in any order. Every renderer for a provider
+//! first attaches each result to the call it answers (`pair_tool_results`) and then writes the
+//! provider's shape: OpenAI chat-completions `messages`, Anthropic `system` + `messages` with
+//! `tool_use`/`tool_result` blocks, or ctxd's own messages (`raw`).
+//!
+//! A rendered request borrows the view's text and serialises straight from it: the view is
+//! usually most of a response, and copying it into a `serde_json::Value` first would double
+//! the work of every compact call.
+//!
+//! Input outside the engine's contract still renders as a valid request: a call with no result
+//! gets a placeholder error result, and a result that answers no earlier call becomes user text.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::domain::compaction::{Projection, ViewMessage};
+use crate::domain::event::{Role, ToolCall};
+use crate::domain::pairing::OpenCalls;
+
+mod anthropic;
+mod fragments;
+mod openai;
+#[cfg(test)]
+mod tests;
+
+use anthropic::anthropic;
+use openai::openai;
+
+pub use anthropic::AnthropicRequest;
+pub use fragments::{write_view, Fragments};
+pub use openai::OpenaiRequest;
+
+/// The first user message of an Anthropic request whose view would start with the assistant
+/// (or has no message besides the system prompt): Anthropic requires a user message first.
+pub const CONVERSATION_CONTINUES: &str = "(conversation continues)";
+
+/// The result shown for a call that has none in the view.
+const MISSING_RESULT: &str = "No result was recorded for this tool call.";
+
+/// The content of a failed result that has none: Anthropic rejects an empty error result.
+const EMPTY_ERROR_RESULT: &str = "The tool failed without output.";
+
+/// The provider shape a view is rendered in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// OpenAI chat-completions `messages`.
+    #[default]
+    Openai,
+    /// Anthropic Messages `system` and `messages`.
+    Anthropic,
+    /// ctxd's view messages as they are.
+    Raw,
+}
+
+/// A view rendered for a provider, borrowing the view's text; serialise it to get the request.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum Rendered<'a> {
+    Openai(OpenaiRequest<'a>),
+    Anthropic(AnthropicRequest<'a>),
+    Raw(RawRequest<'a>),
+}
+
+/// Renders `messages` in `format`, ready to serialise.
+pub fn rendered<'a>(format: Format, messages: &'a [ViewMessage<'a>]) -> Rendered<'a> {
+    match format {
+        Format::Openai => Rendered::Openai(openai(messages)),
+        Format::Anthropic => Rendered::Anthropic(anthropic(messages)),
+        Format::Raw => Rendered::Raw(RawRequest { items: messages }),
+    }
+}
+
+/// Renders `messages` in `format` as a JSON value.
+pub fn render(format: Format, messages: &[ViewMessage<'_>]) -> Value {
+    to_value(&rendered(format, messages))
+}
+
+/// `{"messages": [...]}` in OpenAI chat-completions form, as a JSON value.
+pub fn render_openai(messages: &[ViewMessage<'_>]) -> Value {
+    to_value(&openai(messages))
+}
+
+/// `{"system": "...", "messages": [...]}` in Anthropic Messages form, as a JSON value.
+pub fn render_anthropic(messages: &[ViewMessage<'_>]) -> Value {
+    to_value(&anthropic(messages))
+}
+
+/// `{"items": [...]}`: the view's messages as ctxd holds them, as a JSON value.
+pub fn render_raw(messages: &[ViewMessage<'_>]) -> Value {
+    to_value(&RawRequest { items: messages })
+}
+
+fn to_value(request: &impl Serialize) -> Value {
+    // Strings, numbers, booleans and string-keyed maps only: serialising cannot fail.
+    serde_json::to_value(request).unwrap_or(Value::Null)
+}
+
+/// What a part of a rendered request is made from, when that is one view message alone: the
+/// event it shows, how it is shown, and which of the message's parts it is. Such a part renders
+/// the same on every call, so a writer may reuse its JSON (see [`write_view`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PartKey {
+    pub seq: i64,
+    pub projection: Projection,
+    pub index: u16,
+}
+
+impl PartKey {
+    fn of(message: &ViewMessage<'_>, index: usize) -> Option<Self> {
+        Some(Self {
+            seq: message.seq?,
+            projection: message.projection,
+            index: u16::try_from(index).ok()?,
+        })
+    }
+}
+
+/// A part of a request with what it is made from, when that is one message alone; it
+/// serialises as the part.
+pub struct Keyed<T> {
+    key: Option<PartKey>,
+    part: T,
+}
+
+impl<T> Keyed<T> {
+    fn by(key: Option<PartKey>, part: T) -> Self {
+        Self { key, part }
+    }
+
+    fn fresh(part: T) -> Self {
+        Self { key: None, part }
+    }
+}
+
+impl<T: Serialize> Serialize for Keyed<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.part.serialize(serializer)
+    }
+}
+
+/// `{"items": [...]}`.
+#[derive(Serialize)]
+pub struct RawRequest<'a> {
+    items: &'a [ViewMessage<'a>],
+}
+
+/// A view message in the order a provider needs it.
+enum Placed<'v, 'a> {
+    /// Any message but a tool result. For an assistant message, `results` holds the result of
+    /// each of its tool calls, in call order (`None`: never answered).
+    Message {
+        message: &'v ViewMessage<'a>,
+        results: Vec<Option<&'v ViewMessage<'a>>>,
+    },
+    /// A tool result that answers no earlier unanswered call.
+    OrphanResult(&'v ViewMessage<'a>),
+}
+
+/// Takes every tool result out of its place and attaches it to the call it answers: the most
+/// recent earlier call with its id that is still unanswered. Other messages keep their order, so
+/// whatever stood between a call and its result ends up after the result.
+fn pair_tool_results<'v, 'a>(messages: &'v [ViewMessage<'a>]) -> Vec<Placed<'v, 'a>> {
+    let mut placed = Vec::with_capacity(messages.len());
+    // Each unanswered call by (index in `placed`, index of the call in its message).
+    let mut open = OpenCalls::with_capacity(messages.len() / 2);
+    for message in messages {
+        if message.role == Role::Tool {
+            let call = message
+                .tool_call_id
+                .as_deref()
+                .and_then(|id| open.answer(id));
+            let slot = call.and_then(|(at, k)| match placed.get_mut(at) {
+                Some(Placed::Message { results, .. }) => results.get_mut(k),
+                _ => None,
+            });
+            match slot {
+                Some(slot) => *slot = Some(message),
+                None => placed.push(Placed::OrphanResult(message)),
+            }
+            continue;
+        }
+        let calls = tool_calls_of(message);
+        for (k, call) in calls.iter().enumerate() {
+            open.issue(call.id.as_str(), (placed.len(), k));
+        }
+        placed.push(Placed::Message {
+            message,
+            results: vec![None; calls.len()],
+        });
+    }
+    placed
+}
+
+/// The tool calls a message issues: only an assistant's count.
+fn tool_calls_of<'v>(message: &'v ViewMessage<'_>) -> &'v [ToolCall] {
+    match message.role {
+        Role::Assistant => &message.tool_calls,
+        _ => &[],
+    }
+}
+
+fn orphan_result_text(result: &ViewMessage<'_>) -> String {
+    let id = result.tool_call_id.as_deref().unwrap_or("unknown");
+    format!("Result of tool call {id}:\n{}", result.content)
+}

@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use crate::domain::compaction::{Projection, Summary, ViewMessage, NOT_AVAILABLE};
 use crate::domain::event::{Event, EventBody, Role, ToolCall};
+use crate::domain::text;
 use crate::tokens::Tokenizer;
 
 /// Marks the summary message so that models (and people) can tell it from the conversation.
@@ -193,15 +194,7 @@ pub fn summary_message(
         }
     }
     // Bound what a long list of references adds, like the summary itself.
-    // (A text of at most that many bytes has at most that many characters.)
-    if text.len() > max_chars + 2_000 && text.chars().count() > max_chars + 2_000 {
-        let cut = text
-            .char_indices()
-            .nth(max_chars + 2_000)
-            .map_or(text.len(), |(i, _)| i);
-        text.truncate(cut);
-        text.push_str("\n[…]");
-    }
+    text::cut_marked(&mut text, max_chars + 2_000, "\n[…]");
     let mut message = ViewMessage {
         seq: None,
         role: Role::User,

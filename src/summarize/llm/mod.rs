@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use super::deterministic::bounded;
 use super::{SummarizeError, Summarizer, SummaryOutput, SummaryRequest};
 use crate::domain::compaction::{SummarizerInfo, Summary};
+use crate::domain::text::bounded;
 use prompt::Prompt;
 
 /// The OpenAI API; any OpenAI-compatible server works with its own base URL.

@@ -2,10 +2,10 @@
 
 use serde_json::{Map, Value};
 
-use super::super::deterministic::bounded;
 use super::super::{SummarizeError, SummaryRequest};
 use crate::domain::compaction::{Anchors, NOT_AVAILABLE};
 use crate::domain::event::{EpisodeKind, Event, EventBody, Role};
+use crate::domain::text::bounded;
 
 /// Characters of one message's text shown to the summariser.
 const MESSAGE_CHARS: usize = 2_000;
@@ -153,7 +153,7 @@ fn render_event(event: &Event) -> String {
 /// `text` bounded to `max_chars`, saying how much was left out.
 fn excerpt(text: &str, max_chars: usize) -> String {
     let text = text.trim();
-    let shown = super::super::deterministic::truncate_chars(text, max_chars);
+    let shown = crate::domain::text::prefix_chars(text, max_chars);
     if shown.len() == text.len() {
         return text.to_owned();
     }

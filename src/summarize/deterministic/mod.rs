@@ -1,0 +1,255 @@
+//! The deterministic summariser: builds the summary and its anchors from the events themselves,
+//! with no model involved. It is the fallback whenever no LLM summariser is configured or one
+//! fails, so it always succeeds, stays within the size bound and runs in linear time.
+//!
+//! The text is a series of labelled sections (`## Title`). Every line under a title is either a
+//! list item (`- `) or a quoted line (`> `), so that a later call can read its own previous summary
+//! back and extend it instead of nesting it. A previous summary in any other shape (written by an
+//! LLM) is kept, bounded, as the "Earlier summary" section.
+
+mod facts;
+mod format;
+#[cfg(test)]
+mod tests;
+
+use super::{SummaryOutput, SummaryRequest};
+use crate::domain::compaction::{SummarizerInfo, Summary};
+use crate::domain::text::bounded;
+use format::read_back;
+
+/// The first user request, kept verbatim up to this many characters.
+const FIRST_REQUEST_CHARS: usize = 400;
+const REQUEST_CHARS: usize = 200;
+const TOOL_CALL_CHARS: usize = 200;
+const ARGUMENT_CHARS: usize = 80;
+const TOUCHED_CHARS: usize = 160;
+const ERROR_CHARS: usize = 200;
+const NOTE_CHARS: usize = 300;
+const PLAN_CHARS: usize = 400;
+const ANCHOR_CHARS: usize = 300;
+/// How many of the newest items each list keeps while older items of other lists can still go.
+const ITEMS_KEPT_LONGEST: usize = 3;
+/// How many recent tool calls and episodes the progress anchor names.
+const PROGRESS_ITEMS: usize = 3;
+
+const ELLIPSIS: char = '…';
+const LATEST_REQUEST: &str = " (latest request: ";
+
+/// Argument keys that name a file or directory.
+const PATH_KEYS: [&str; 8] = [
+    "path",
+    "file",
+    "file_path",
+    "filepath",
+    "filename",
+    "target_file",
+    "directory",
+    "dir",
+];
+/// Argument keys that hold a shell command.
+const COMMAND_KEYS: [&str; 2] = ["cmd", "command"];
+/// Other arguments worth naming in a tool call.
+const OTHER_KEYS: [&str; 3] = ["query", "pattern", "url"];
+
+/// Summarises the request's events into the previous summary.
+pub fn summarize(request: SummaryRequest<'_>) -> SummaryOutput {
+    let previous = request.previous;
+
+    let (mut digest, foreign) = match read_back(&previous.text) {
+        Some(digest) => (digest, false),
+        None => (
+            Digest::with_earlier(&previous.text, request.max_chars / 2),
+            true,
+        ),
+    };
+    let facts = digest.add_events(request.events, !foreign);
+    digest.dedupe_touched();
+
+    let mut anchors = previous.anchors.clone();
+    anchors.merge(&digest.anchors(&facts, &previous.anchors));
+    let text = digest.render_within(request.max_chars);
+
+    SummaryOutput {
+        summary: Summary { text, anchors },
+        info: SummarizerInfo {
+            kind: "deterministic".into(),
+            model: None,
+            // Pure and fast: its time is part of the compaction's own duration.
+            latency_ms: 0.0,
+            input_tokens: None,
+            output_tokens: None,
+        },
+    }
+}
+
+/// The sections of the text, in the order they are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Section {
+    FirstRequest,
+    Earlier,
+    Requests,
+    Notes,
+    Episodes,
+    Errors,
+    ToolCalls,
+    Touched,
+    Plan,
+}
+
+impl Section {
+    const ALL: [Section; 9] = [
+        Section::FirstRequest,
+        Section::Earlier,
+        Section::Requests,
+        Section::Notes,
+        Section::Episodes,
+        Section::Errors,
+        Section::ToolCalls,
+        Section::Touched,
+        Section::Plan,
+    ];
+
+    /// Lists whose oldest items go first when the text is too long, least important first.
+    const DROP_ORDER: [Section; 6] = [
+        Section::ToolCalls,
+        Section::Touched,
+        Section::Errors,
+        Section::Requests,
+        Section::Episodes,
+        Section::Notes,
+    ];
+
+    /// Quoted blocks, shortened when the lists alone cannot make room, last resort last.
+    const SHORTEN_ORDER: [Section; 3] = [Section::Earlier, Section::Plan, Section::FirstRequest];
+
+    fn title(self) -> &'static str {
+        match self {
+            Section::FirstRequest => "First user request",
+            Section::Earlier => "Earlier summary",
+            Section::Requests => "Later user requests",
+            Section::Notes => "Pinned notes and decisions",
+            Section::Episodes => "Episode conclusions",
+            Section::Errors => "Errors seen",
+            Section::ToolCalls => "Tool calls made",
+            Section::Touched => "Files and commands touched",
+            Section::Plan => "Last stated plan",
+        }
+    }
+
+    fn from_title(title: &str) -> Option<Section> {
+        Section::ALL.into_iter().find(|s| s.title() == title)
+    }
+
+    /// Quoted sections hold one verbatim block; the others hold one-line items.
+    fn is_quoted(self) -> bool {
+        matches!(
+            self,
+            Section::FirstRequest | Section::Earlier | Section::Plan
+        )
+    }
+
+    fn header_chars(self) -> usize {
+        "## ".len() + self.title().chars().count() + 1
+    }
+
+    /// Characters an entry takes once rendered, with its line prefixes and newlines.
+    fn entry_chars(self, entry: &str) -> usize {
+        let chars = entry.chars().count();
+        if self.is_quoted() {
+            let lines = entry.matches('\n').count() + 1;
+            // Each line gets "> " and a newline; the entry's own newlines are counted in `chars`.
+            chars + 2 * lines + 1
+        } else {
+            "- ".len() + chars + 1
+        }
+    }
+}
+
+/// The facts of a summary, by section, oldest first.
+#[derive(Debug, Default)]
+struct Digest {
+    sections: [Vec<String>; 9],
+}
+
+/// What the newly covered events said last, for the anchors.
+#[derive(Debug, Default)]
+struct LatestFacts {
+    decision: Option<String>,
+    error: Option<String>,
+    plan: Option<String>,
+}
+
+impl Digest {
+    fn with_earlier(text: &str, max_chars: usize) -> Self {
+        let mut digest = Digest::default();
+        digest.push_quoted(Section::Earlier, text, max_chars);
+        digest
+    }
+
+    fn get(&self, section: Section) -> &Vec<String> {
+        &self.sections[section as usize]
+    }
+
+    fn get_mut(&mut self, section: Section) -> &mut Vec<String> {
+        &mut self.sections[section as usize]
+    }
+
+    fn push(&mut self, section: Section, entry: String) {
+        if !entry.is_empty() {
+            self.get_mut(section).push(entry);
+        }
+    }
+
+    /// Sets a quoted section to `text`, trimmed and bounded.
+    fn push_quoted(&mut self, section: Section, text: &str, max_chars: usize) {
+        let block = bounded(text.trim(), max_chars);
+        let entries = self.get_mut(section);
+        entries.clear();
+        if !block.is_empty() {
+            entries.push(block);
+        }
+    }
+}
+
+fn newest(entries: &[String], n: usize) -> &[String] {
+    &entries[entries.len().saturating_sub(n)..]
+}
+
+/// `text` on one line, whitespace runs collapsed, bounded to `max_chars` characters. Reads no
+/// further into `text` than it needs to.
+fn one_line(text: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    let mut chars = 0;
+    let mut pending_space = false;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            pending_space = chars > 0;
+            continue;
+        }
+        let needed = usize::from(pending_space) + 1;
+        if chars + needed > max_chars {
+            if max_chars > 0 {
+                // Make room for the ellipsis.
+                if chars == max_chars {
+                    out.pop();
+                }
+                out.truncate(out.trim_end().len());
+                out.push(ELLIPSIS);
+            }
+            return out;
+        }
+        if pending_space {
+            out.push(' ');
+        }
+        out.push(c);
+        chars += needed;
+        pending_space = false;
+    }
+    out
+}
+
+/// The first non-blank line of `text`, on one line and bounded.
+fn first_line(text: &str, max_chars: usize) -> String {
+    let line = text.trim_start().split('\n').next().unwrap_or_default();
+    one_line(line, max_chars)
+}

@@ -474,3 +474,95 @@ on_both_backends! {
         assert!(acted >= 2, "the session compacted along the way");
     }
 }
+
+/// A loopback provider that, while it is answering its first summary request, reports usage
+/// for the session to ctxd: that write moves the compaction state's version under the running
+/// compaction, which then loses the race and starts again over the same events.
+async fn racing_provider(
+    ctxd: Arc<std::sync::Mutex<Option<String>>>,
+) -> (
+    String,
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<std::sync::Mutex<Vec<u16>>>,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let usage_statuses = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (counter, statuses) = (calls.clone(), usage_statuses.clone());
+    let app = axum::Router::new().fallback(move || {
+        let (counter, statuses, ctxd) = (counter.clone(), statuses.clone(), ctxd.clone());
+        async move {
+            if counter.fetch_add(1, Ordering::SeqCst) == 0 {
+                let url = ctxd.lock().unwrap().clone().expect("the session is known");
+                let reply = reqwest::Client::new()
+                    .post(url)
+                    .json(&json!({"input_tokens": 1000, "view_tokens": 1000}))
+                    .send()
+                    .await
+                    .unwrap();
+                statuses.lock().unwrap().push(reply.status().as_u16());
+            }
+            axum::Json(good_answer())
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), calls, usage_statuses)
+}
+
+async fn a_lost_race_reuses_the_summary(backend: Backend) {
+    let ctxd = Arc::new(std::sync::Mutex::new(None));
+    let (base_url, calls, usage_statuses) = racing_provider(ctxd.clone()).await;
+    let app = TestApp::spawn_with_summarizer(
+        backend,
+        llm::build(LlmConfig {
+            kind: LlmKind::OpenAi,
+            base_url,
+            model: "fake-model".into(),
+            api_key: Some("sk-test".into()),
+            timeout: Duration::from_secs(10),
+            max_output_tokens: 500,
+        }),
+    )
+    .await;
+    let id = small_session(&app).await;
+    *ctxd.lock().unwrap() = Some(format!("{}/sessions/{id}/usage", app.base));
+    let mut batch = vec![user("investigate the outage")];
+    for i in 0..6 {
+        batch.extend(exchange(&format!("c{i}"), 300));
+    }
+    batch.push(user("go on"));
+    app.append(&id, Value::Array(batch)).await;
+
+    let out = compact(&app, &id, json!({"mode": "force"})).await;
+    // The usage report did move the state under the compaction...
+    assert_eq!(*usage_statuses.lock().unwrap(), [200]);
+    // ...which started again from the new state and reused the model's summary: one call.
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let record = &out["record"];
+    assert_eq!(record["summarizer"]["kind"], "openai", "{record}");
+    assert!(record.get("error").is_none(), "{record}");
+    assert_eq!(out["persisted"], true);
+    let stored = app
+        .get(&format!(
+            "/sessions/{id}/compactions/{}",
+            record["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(stored.status, StatusCode::OK);
+    assert!(stored.body["summary_text"]
+        .as_str()
+        .unwrap()
+        .contains("investigating an outage"));
+}
+
+#[tokio::test]
+async fn a_compaction_that_lost_the_race_asks_the_model_once_sqlite() {
+    a_lost_race_reuses_the_summary(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn a_compaction_that_lost_the_race_asks_the_model_once_postgres() {
+    a_lost_race_reuses_the_summary(Backend::Postgres).await;
+}

@@ -285,7 +285,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::domain::compaction::{Anchors, NOT_AVAILABLE};
+    use crate::domain::compaction::Anchors;
     use crate::domain::event::{Event, EventBody, Message, Role};
 
     const KEY: &str = "sk-test-0123456789";
@@ -664,39 +664,6 @@ mod tests {
                 "{result:?}"
             );
         }
-    }
-
-    #[tokio::test]
-    async fn a_failing_summariser_falls_back_to_the_deterministic_summary() {
-        let fake = FakeProvider::start(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "boom".into(),
-            Duration::ZERO,
-        )
-        .await;
-        let summarizer = fake.summarizer(LlmKind::OpenAi, PATIENT);
-        let previous = previous();
-        let events = events();
-        let events: Vec<&Event> = events.iter().collect();
-        let request = SummaryRequest {
-            previous: &previous,
-            events: &events,
-            max_chars: 2000,
-        };
-        let outcome =
-            crate::compaction::summary::summarize(Some(&*summarizer), request, PATIENT).await;
-        let (output, error) = (outcome.output, outcome.fallback_reason);
-        assert_eq!(output.info.kind, "deterministic");
-        assert_eq!(
-            output.summary,
-            crate::summarize::deterministic::summarize(request).summary
-        );
-        assert!(output.summary.text.contains("Please fix the login bug."));
-        let error = error.expect("the failure is reported");
-        assert!(error.contains("openai"), "{error}");
-        assert!(error.contains("HTTP 500"), "{error}");
-        assert!(error.contains("boom"), "{error}");
-        assert_ne!(output.summary.anchors.next_step, NOT_AVAILABLE);
     }
 
     #[test]

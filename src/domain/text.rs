@@ -50,6 +50,7 @@ mod tests {
         assert_eq!(bounded("abcdef", 4), "abc…");
         assert_eq!(bounded("abc", 3), "abc");
         assert_eq!(bounded("abc", 0), "");
+        assert_eq!(bounded("ééé", 2), "é…");
         let mut text = "été à Zürich".to_owned();
         assert!(cut_marked(&mut text, 3, "[…]"));
         assert_eq!(text, "été[…]");

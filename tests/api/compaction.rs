@@ -340,27 +340,39 @@ async fn fake_provider(status: u16, body: Value, delay: Duration) -> String {
     format!("http://{addr}")
 }
 
-async fn summarise_with(backend: Backend, status: u16, answer: Value, delay: Duration) -> Value {
-    let base_url = fake_provider(status, answer, delay).await;
-    let app = TestApp::spawn_with_summarizer(
+/// A service whose summariser is an OpenAI-compatible provider at `base_url`.
+async fn with_provider(backend: Backend, base_url: String, timeout: Duration) -> TestApp {
+    TestApp::spawn_with_summarizer(
         backend,
         llm::build(LlmConfig {
             kind: LlmKind::OpenAi,
             base_url,
             model: "fake-model".into(),
             api_key: Some("sk-test".into()),
-            timeout: Duration::from_millis(500),
+            timeout,
             max_output_tokens: 500,
         }),
     )
-    .await;
-    let id = small_session(&app).await;
+    .await
+}
+
+/// A small session with six tool exchanges between two user requests: forcing a compaction
+/// folds them into a summary.
+async fn session_to_summarise(app: &TestApp) -> String {
+    let id = small_session(app).await;
     let mut batch = vec![user("investigate the outage")];
     for i in 0..6 {
         batch.extend(exchange(&format!("c{i}"), 300));
     }
     batch.push(user("go on"));
     app.append(&id, Value::Array(batch)).await;
+    id
+}
+
+async fn summarise_with(backend: Backend, status: u16, answer: Value, delay: Duration) -> Value {
+    let base_url = fake_provider(status, answer, delay).await;
+    let app = with_provider(backend, base_url, Duration::from_millis(500)).await;
+    let id = session_to_summarise(&app).await;
     let out = compact(&app, &id, json!({"mode": "force"})).await;
     out["record"].clone()
 }
@@ -514,26 +526,9 @@ async fn racing_provider(
 async fn a_lost_race_reuses_the_summary(backend: Backend) {
     let ctxd = Arc::new(std::sync::Mutex::new(None));
     let (base_url, calls, usage_statuses) = racing_provider(ctxd.clone()).await;
-    let app = TestApp::spawn_with_summarizer(
-        backend,
-        llm::build(LlmConfig {
-            kind: LlmKind::OpenAi,
-            base_url,
-            model: "fake-model".into(),
-            api_key: Some("sk-test".into()),
-            timeout: Duration::from_secs(10),
-            max_output_tokens: 500,
-        }),
-    )
-    .await;
-    let id = small_session(&app).await;
+    let app = with_provider(backend, base_url, Duration::from_secs(10)).await;
+    let id = session_to_summarise(&app).await;
     *ctxd.lock().unwrap() = Some(format!("{}/sessions/{id}/usage", app.base));
-    let mut batch = vec![user("investigate the outage")];
-    for i in 0..6 {
-        batch.extend(exchange(&format!("c{i}"), 300));
-    }
-    batch.push(user("go on"));
-    app.append(&id, Value::Array(batch)).await;
 
     let out = compact(&app, &id, json!({"mode": "force"})).await;
     // The usage report did move the state under the compaction...

@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::event::{Event, EventBody, Role, ToolCall};
+use super::session::Thresholds;
 use crate::tokens::Tokenizer;
 
 /// How hard a compaction works, chosen from the view's utilization of the window.
@@ -25,6 +26,23 @@ pub enum Tier {
     Full,
     /// No LLM: keep system, pinned items, the summary and as much of the tail as fits.
     Emergency,
+}
+
+impl Tier {
+    /// The tier a utilization calls for; boundaries are inclusive.
+    pub fn for_utilization(utilization: f64, t: &Thresholds) -> Tier {
+        if utilization >= t.emergency {
+            Tier::Emergency
+        } else if utilization >= t.full {
+            Tier::Full
+        } else if utilization >= t.soft {
+            Tier::Soft
+        } else if utilization >= t.warn {
+            Tier::Warn
+        } else {
+            Tier::None
+        }
+    }
 }
 
 /// An item's lifecycle.

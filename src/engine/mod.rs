@@ -9,12 +9,22 @@ mod overflow;
 mod progressive;
 pub mod render;
 mod repair;
+mod run;
 pub mod validate;
 pub mod view;
 mod working;
 
-pub use compact::{compact, tier_for, EngineError, EngineInput, EngineOutput, Pending, Step};
+pub use compact::{compact, Step};
 pub use repair::repair;
+pub use run::{EngineError, EngineInput, EngineOutput, Pending};
+
+use crate::domain::compaction::Tier;
+use crate::domain::session::Thresholds;
+
+/// The tier a utilization calls for; boundaries are inclusive.
+pub fn tier_for(utilization: f64, thresholds: &Thresholds) -> Tier {
+    Tier::for_utilization(utilization, thresholds)
+}
 
 #[cfg(test)]
 mod properties;

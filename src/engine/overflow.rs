@@ -2,7 +2,7 @@
 //! short of the provider's. Retry 1 shows every answered tool result by reference with a safety
 //! margin; retry 2 keeps only system prompts, pinned items, the summary and the last user turn.
 
-use super::compact::Run;
+use super::run::Run;
 use crate::domain::compaction::Reason;
 use crate::domain::event::Role;
 use crate::summarize::{deterministic, SummaryRequest};

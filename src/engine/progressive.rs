@@ -2,7 +2,7 @@
 //! head, then fold the oldest half of the head (soft) or all of it (full) into the summary, but
 //! only when that frees a worthwhile share of the window.
 
-use super::compact::{Pending, Run};
+use super::run::{Pending, Run};
 use super::working::{always_kept, Working};
 use crate::domain::compaction::{Mode, Tier};
 

@@ -3,13 +3,13 @@
 
 use uuid::Uuid;
 
-use super::compact::EngineInput;
 use super::repair::{self, Pairing};
 use super::view::{self, ReducedRef};
 use crate::domain::compaction::{OffloadedItem, Projection, Reason, Repairs, Summary, ViewMessage};
 use crate::domain::event::{Event, EventBody, Role};
 use crate::domain::pairing::OpenCalls;
-use crate::domain::state::FoldedRange;
+use crate::domain::session::SessionConfig;
+use crate::domain::state::{CompactionState, FoldedRange};
 use crate::domain::text;
 use crate::tokens::{Tokenizer, MESSAGE_OVERHEAD};
 
@@ -98,11 +98,16 @@ pub(super) fn is_tool_result(event: &Event) -> bool {
 }
 
 impl<'a> Working<'a> {
-    pub(super) fn from_state(input: &EngineInput<'a>) -> Self {
-        let state = input.state;
+    /// The view `state` describes, over `events`: the kept ones and every one after the
+    /// checkpoint, in seq order.
+    pub(super) fn from_state(
+        config: &SessionConfig,
+        state: &CompactionState,
+        events: &'a [Event],
+    ) -> Self {
         let mut kept = Vec::new();
         let mut live = Vec::new();
-        for event in input.events {
+        for event in events {
             let item = match state.reduced.get(&event.seq) {
                 Some(r) => Live {
                     event,
@@ -128,8 +133,8 @@ impl<'a> Working<'a> {
             }
         }
         let mut working = Self {
-            tokenizer: input.config.tokenizer,
-            summary_max_chars: input.config.summary_max_chars(),
+            tokenizer: config.tokenizer,
+            summary_max_chars: config.summary_max_chars(),
             checkpoint: state.checkpoint_seq,
             kept,
             live,

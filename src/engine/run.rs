@@ -1,0 +1,335 @@
+//! A compaction in progress: what it looks at, what it has decided so far, and the state and
+//! record it ends with.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::emergency::emergency;
+use super::working::Working;
+use crate::domain::compaction::{
+    CompactionRecord, Mode, OffloadedItem, Projection, Reason, Repairs, SummarizerInfo, Tier,
+    Trigger, ViewMessage,
+};
+use crate::domain::event::Event;
+use crate::domain::session::{Policy, SessionConfig};
+use crate::domain::state::{CompactionState, FoldedRange, LastView, Reduced};
+use crate::summarize::{SummaryOutcome, SummaryRequest};
+
+/// Everything a compaction looks at.
+#[derive(Debug)]
+pub struct EngineInput<'a> {
+    pub session_id: Uuid,
+    /// The id the compaction's record gets (UUIDv7, so that records sort by time).
+    pub compaction_id: Uuid,
+    pub config: &'a SessionConfig,
+    pub state: &'a CompactionState,
+    /// The events the current view is made of, in seq order: those in `state.kept` and every
+    /// event after `state.checkpoint_seq`.
+    pub events: &'a [Event],
+    pub head_seq: i64,
+    /// Tokens of the tool schemas sent with the request.
+    pub tools_tokens: i64,
+    pub mode: Mode,
+    /// 0, or 1 / 2 after a provider rejected the previous view for its length.
+    pub overflow_retry: u8,
+    pub now: DateTime<Utc>,
+}
+
+/// What a compaction decided.
+#[derive(Debug)]
+pub struct EngineOutput<'a> {
+    /// The view, valid for every provider (tool pairs repaired), borrowing from the events.
+    pub messages: Vec<ViewMessage<'a>>,
+    pub state: CompactionState,
+    /// Its `duration_ms` is left at 0 for the caller, who knows how long it took.
+    pub record: CompactionRecord,
+    /// Runs of seqs newly folded into the summary.
+    pub folded: Vec<FoldedRange>,
+    /// Whether anything must be persisted (the view's middle changed, or something failed).
+    pub changed: bool,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EngineError {
+    #[error(
+        "the tool schemas ({tools_tokens} tokens) and the reserved output ({reserved} tokens) \
+         leave no room for messages in a {window}-token window"
+    )]
+    NoRoom {
+        tools_tokens: i64,
+        reserved: i64,
+        window: i64,
+    },
+}
+
+/// A compaction in progress: the view as it was, what is decided so far, and what the record
+/// will say.
+#[derive(Debug)]
+pub(super) struct Run<'a> {
+    pub(super) input: EngineInput<'a>,
+    /// The most message tokens (as we count them) that fit the window.
+    pub(super) room: i64,
+    pub(super) before: (Vec<ViewMessage<'a>>, Repairs, i64),
+    pub(super) tier: Tier,
+    pub(super) trigger: Trigger,
+    /// A retried compaction with no new events changes nothing while the view fits.
+    pub(super) settled: bool,
+    pub(super) work: Working<'a>,
+    pub(super) acted: bool,
+    pub(super) offloaded: Vec<OffloadedItem>,
+    pub(super) folded: Vec<FoldedRange>,
+    pub(super) summarized_seqs: Vec<i64>,
+    pub(super) evicted_seqs: Vec<i64>,
+    pub(super) preserved_tail: Vec<i64>,
+    pub(super) summarizer: Option<SummarizerInfo>,
+    pub(super) error: Option<String>,
+}
+
+/// A compaction waiting for the summary of the events it folds.
+#[derive(Debug)]
+pub struct Pending<'a> {
+    pub(super) run: Run<'a>,
+    /// The view with the fold applied but for the summary.
+    pub(super) candidate: Working<'a>,
+    pub(super) cut: usize,
+    pub(super) offloaded: Vec<OffloadedItem>,
+    pub(super) events: Vec<&'a Event>,
+}
+
+impl<'a> Pending<'a> {
+    /// What to summarise: the summary so far and the events newly folded into it.
+    pub fn request(&self) -> SummaryRequest<'_> {
+        SummaryRequest {
+            previous: &self.candidate.summary,
+            events: &self.events,
+            max_chars: self.candidate.summary_max_chars,
+        }
+    }
+
+    /// Finishes the compaction with `outcome`, the summary of [`Pending::request`].
+    pub fn resume(self, outcome: SummaryOutcome) -> EngineOutput<'a> {
+        let Pending {
+            mut run,
+            mut candidate,
+            cut,
+            offloaded,
+            events,
+        } = self;
+        let id = run.input.compaction_id;
+        run.error = outcome.fallback_reason;
+        run.summarizer = Some(outcome.output.info);
+        run.summarized_seqs.extend(events.iter().map(|e| e.seq));
+        let reason = Reason::Summarized;
+        run.folded
+            .extend(candidate.fold(cut, outcome.output.summary, id, reason));
+        run.accept(candidate, offloaded);
+        run.finish()
+    }
+}
+
+impl<'a> Run<'a> {
+    pub(super) fn start(input: EngineInput<'a>) -> Result<Self, EngineError> {
+        let config = input.config;
+        let window = i64::from(config.context_window);
+        let reserved = i64::from(config.max_output_tokens);
+        if input.tools_tokens + reserved >= window {
+            return Err(EngineError::NoRoom {
+                tools_tokens: input.tools_tokens,
+                reserved,
+                window,
+            });
+        }
+        let calibration = input.state.calibration_factor();
+        let room = ((window - input.tools_tokens - reserved) as f64 / calibration).floor() as i64;
+        let work = Working::from_state(config, input.state, input.events);
+        let before = work.render();
+        let utilization = config.utilization(before.2, calibration, input.tools_tokens);
+        let mut tier = Tier::for_utilization(utilization, &config.thresholds);
+        let trigger = match (input.overflow_retry, input.mode) {
+            (1.., _) => Trigger::OverflowRetry,
+            (_, Mode::Force) => Trigger::Manual,
+            _ => Trigger::Auto,
+        };
+        if input.mode == Mode::Force {
+            tier = tier.max(Tier::Full);
+        }
+        let settled = input.mode == Mode::Auto
+            && input.overflow_retry == 0
+            && input.state.last_compaction_id.is_some()
+            && input.head_seq == input.state.last_view.head_seq
+            && before.2 <= room;
+        Ok(Self {
+            input,
+            room,
+            before,
+            tier,
+            trigger,
+            settled,
+            work,
+            acted: false,
+            offloaded: Vec::new(),
+            folded: Vec::new(),
+            summarized_seqs: Vec::new(),
+            evicted_seqs: Vec::new(),
+            preserved_tail: Vec::new(),
+            summarizer: None,
+            error: None,
+        })
+    }
+
+    /// Takes `candidate` as the view, with `offloaded` what it offloaded.
+    pub(super) fn accept(&mut self, candidate: Working<'a>, offloaded: Vec<OffloadedItem>) {
+        self.preserved_tail = candidate.full_seqs();
+        self.offloaded = offloaded
+            .into_iter()
+            .filter(|o| o.seq > candidate.checkpoint)
+            .collect();
+        self.work = candidate;
+        self.acted = true;
+    }
+
+    /// Falls back to the emergency tier when the view still does not fit, then writes the
+    /// state and the record.
+    pub(super) fn finish(mut self) -> EngineOutput<'a> {
+        let id = self.input.compaction_id;
+        // Until something acts, the view is the one rendered at the start.
+        let current_tokens = if self.acted {
+            self.work.tokens()
+        } else {
+            self.before.2
+        };
+        if (self.tier == Tier::Emergency && !self.settled) || current_tokens > self.room {
+            self.tier = Tier::Emergency;
+            let (evicted, info) = emergency(
+                &mut self.work,
+                self.room,
+                id,
+                &mut self.folded,
+                &mut self.offloaded,
+            );
+            if !evicted.is_empty() {
+                self.summarizer = Some(info);
+            }
+            self.evicted_seqs.extend(evicted);
+            self.preserved_tail = self.work.full_seqs();
+            self.acted = true;
+        }
+        let Run {
+            input,
+            before: (before_messages, before_repairs, before_tokens),
+            tier,
+            trigger,
+            work,
+            acted,
+            mut offloaded,
+            folded,
+            summarized_seqs,
+            evicted_seqs,
+            preserved_tail,
+            summarizer,
+            error,
+            ..
+        } = self;
+
+        // Items folded after being offloaded are summarised, not offloaded.
+        offloaded
+            .retain(|o| o.seq > work.checkpoint || work.kept.iter().any(|l| l.event.seq == o.seq));
+        let items_before = before_messages.len() as i64;
+        let (messages, repairs, after_tokens, prefix_kept) = if acted {
+            let (messages, repairs, tokens) = work.render();
+            let prefix = common_prefix(&before_messages, &messages);
+            (messages, repairs, tokens, prefix)
+        } else {
+            let prefix = before_messages.len();
+            (before_messages, before_repairs, before_tokens, prefix)
+        };
+        let mut state = input.state.clone();
+        if acted {
+            state.checkpoint_seq = work.checkpoint;
+            state.summary = work.summary.clone();
+            state.summary_tokens = work.summary_message.as_ref().map_or(0, |m| m.tokens);
+            state.summary_cap = work.summary_cap;
+            state.kept = work.kept.iter().map(|l| l.event.seq).collect();
+            state.reduced = work
+                .kept
+                .iter()
+                .chain(&work.live)
+                .filter_map(|l| {
+                    let by = l.by?;
+                    matches!(l.projection, Projection::Preview | Projection::Reference).then_some((
+                        l.event.seq,
+                        Reduced {
+                            projection: l.projection,
+                            reason: l.reason,
+                            compaction_id: by,
+                            tokens_in_view: l.tokens,
+                            chars: l.chars(),
+                        },
+                    ))
+                })
+                .collect();
+            state.last_compaction_id = Some(id);
+        }
+        state.last_view = LastView {
+            head_seq: input.head_seq,
+            tier: Some(tier),
+            message_tokens: after_tokens,
+            tools_tokens: input.tools_tokens,
+            tail_from_seq: if acted {
+                preserved_tail.first().copied()
+            } else {
+                input.state.last_view.tail_from_seq
+            },
+        };
+
+        let config = input.config;
+        let calibration = input.state.calibration_factor();
+        let used = |tokens| config.tokens_used(tokens, calibration, input.tools_tokens);
+        let tokens_before = used(before_tokens);
+        let tokens_after = used(after_tokens);
+        let record = CompactionRecord {
+            id,
+            session_id: input.session_id,
+            created_at: input.now,
+            head_seq: input.head_seq,
+            policy: Policy::Progressive,
+            trigger,
+            tier,
+            acted,
+            tokens_before,
+            tokens_after,
+            items_before,
+            items_after: messages.len() as i64,
+            budget: i64::from(config.context_window),
+            input_tokens_estimate: after_tokens + input.tools_tokens,
+            compression_ratio: if tokens_before > 0 {
+                tokens_after as f64 / tokens_before as f64
+            } else {
+                1.0
+            },
+            anchors: work.summary.anchors.clone(),
+            offloaded,
+            summarized_seqs,
+            evicted_seqs,
+            preserved_tail,
+            summary_text: work.summary.text.clone(),
+            summarizer,
+            repairs,
+            prefix_kept: prefix_kept as i64,
+            duration_ms: 0.0,
+            error: error.clone(),
+        };
+        EngineOutput {
+            messages,
+            state,
+            record,
+            folded,
+            changed: acted || error.is_some(),
+        }
+    }
+}
+
+/// How many leading messages two views share.
+fn common_prefix(a: &[ViewMessage], b: &[ViewMessage]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}

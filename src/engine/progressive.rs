@@ -11,7 +11,7 @@ impl<'a> Run<'a> {
     pub(super) fn progressive(mut self) -> Step<'a> {
         let config = self.input.config;
         let id = self.input.compaction_id;
-        let must = self.input.mode == Mode::Force || self.before.2 > self.room;
+        let must = self.input.mode == Mode::Force || self.before_tokens > self.room;
         if self.settled || !matches!(self.tier, Tier::Warn | Tier::Soft | Tier::Full) {
             return Step::Go(self);
         }

@@ -69,7 +69,9 @@ pub(super) struct Run<'a> {
     pub(super) input: EngineInput<'a>,
     /// The most message tokens (as we count them) that fit the window.
     pub(super) room: i64,
-    pub(super) before: (Vec<ViewMessage<'a>>, Repairs, i64),
+    /// The view as it was, with the repairs it needed, and its tokens.
+    pub(super) before: (Vec<ViewMessage<'a>>, Repairs),
+    pub(super) before_tokens: i64,
     pub(super) tier: Tier,
     pub(super) trigger: Trigger,
     /// A retried compaction with no new events changes nothing while the view fits.
@@ -142,8 +144,8 @@ impl<'a> Run<'a> {
         let calibration = input.state.calibration_factor();
         let room = ((window - input.tools_tokens - reserved) as f64 / calibration).floor() as i64;
         let work = Working::from_state(config, input.state, input.events);
-        let before = work.render();
-        let utilization = config.utilization(before.2, calibration, input.tools_tokens);
+        let (messages, repairs, before_tokens) = work.render();
+        let utilization = config.utilization(before_tokens, calibration, input.tools_tokens);
         let mut tier = Tier::for_utilization(utilization, &config.thresholds);
         let trigger = match (input.overflow_retry, input.mode) {
             (1.., _) => Trigger::OverflowRetry,
@@ -157,11 +159,12 @@ impl<'a> Run<'a> {
             && input.overflow_retry == 0
             && input.state.last_compaction_id.is_some()
             && input.head_seq == input.state.last_view.head_seq
-            && before.2 <= room;
+            && before_tokens <= room;
         Ok(Self {
             input,
             room,
-            before,
+            before: (messages, repairs),
+            before_tokens,
             tier,
             trigger,
             settled,
@@ -196,7 +199,7 @@ impl<'a> Run<'a> {
         let current_tokens = if self.acted {
             self.work.tokens()
         } else {
-            self.before.2
+            self.before_tokens
         };
         if (self.tier == Tier::Emergency && !self.settled) || current_tokens > self.room {
             self.tier = Tier::Emergency;
@@ -216,7 +219,8 @@ impl<'a> Run<'a> {
         }
         let Run {
             input,
-            before: (before_messages, before_repairs, before_tokens),
+            before: (before_messages, before_repairs),
+            before_tokens,
             tier,
             trigger,
             work,

@@ -165,8 +165,8 @@ async fn context(
         .await?
         .ok_or_else(|| ApiError::session_not_found(id))?;
     let stored = stored.state;
-    let ranges = state.store.folded_ranges(id).await?;
-    let rows = state.store.item_rows(id).await?;
+    let ranges = state.store.folded_ranges(id, 0, i64::MAX).await?;
+    let rows = state.store.item_rows(id, 0, i64::MAX, u32::MAX).await?;
 
     let mut totals = ContextTotals {
         by_state: BTreeMap::new(),

@@ -4,6 +4,7 @@
 mod compact;
 pub mod inspect;
 pub mod render;
+pub mod report;
 pub mod validate;
 pub mod view;
 

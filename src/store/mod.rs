@@ -198,7 +198,7 @@ pub struct SessionSince {
     pub complete: bool,
 }
 
-/// An event without its content: what context inspection needs of every item.
+/// An event without its content: what the context report needs of an item.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemRow {
     pub seq: i64,

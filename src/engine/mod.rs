@@ -9,6 +9,7 @@ mod overflow;
 mod progressive;
 pub mod render;
 mod repair;
+pub mod report;
 mod run;
 pub mod validate;
 pub mod view;

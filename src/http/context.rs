@@ -1,8 +1,6 @@
 //! `/sessions/{id}/context`, `/observations` and the recall tool: what the model sees of each
 //! item and why, and the exact content behind every reference.
 
-use std::collections::BTreeMap;
-
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -15,9 +13,9 @@ use super::error::{ApiError, Problem};
 use super::extract;
 use super::AppState;
 use crate::domain::compaction::{Anchors, ItemState, Tier};
-use crate::domain::event::{EventType, Role};
-use crate::engine::inspect::{standing, ItemStanding};
-use crate::engine::{tier_for, view};
+use crate::engine::report::{self, ContextItem, ContextTotals, Item, PageQuery};
+use crate::engine::view;
+use crate::store::ItemRow;
 
 const DEFAULT_ITEMS: u32 = 200;
 const MAX_ITEMS: u32 = 2_000;
@@ -29,38 +27,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(context))
         .routes(routes!(observation))
         .routes(routes!(recall_tool))
-}
-
-/// One item of the session's context.
-#[derive(Serialize, ToSchema)]
-pub struct ContextItem {
-    pub seq: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    #[serde(rename = "type")]
-    pub event_type: EventType,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub role: Option<Role>,
-    /// Full token cost.
-    pub tokens: i64,
-    #[serde(flatten)]
-    pub standing: ItemStanding,
-}
-
-/// Items and tokens of one group.
-#[derive(Serialize, ToSchema, Default, Clone, Copy)]
-pub struct Tally {
-    pub items: i64,
-    pub tokens: i64,
-    pub tokens_in_view: i64,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct ContextTotals {
-    /// By lifecycle state: pinned, active, retained, archived.
-    pub by_state: BTreeMap<String, Tally>,
-    /// By projection: full, preview, reference, summary, omitted.
-    pub by_projection: BTreeMap<String, Tally>,
 }
 
 /// A session's context, item by item.
@@ -113,13 +79,6 @@ struct ContextParams {
     limit: Option<u32>,
 }
 
-fn name<T: Serialize>(value: &T) -> String {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
 /// Inspect a session's context: every item's state, projection, cost and reason.
 ///
 /// Answers from the stored compaction state, without recomputing the view.
@@ -165,85 +124,65 @@ async fn context(
         .await?
         .ok_or_else(|| ApiError::session_not_found(id))?;
     let stored = stored.state;
-    let ranges = state.store.folded_ranges(id).await?;
-    let rows = state.store.item_rows(id).await?;
-
-    let mut totals = ContextTotals {
-        by_state: BTreeMap::new(),
-        by_projection: BTreeMap::new(),
+    let read = report::view_read(&session, &stored);
+    let view: Vec<Item> = state
+        .store
+        .view_item_rows(id, read.after_seq, read.to_seq, &read.also)
+        .await?
+        .into_iter()
+        .map(item)
+        .collect();
+    let query = PageQuery {
+        state: params.state,
+        from_seq: params.from_seq,
+        to_seq: params.to_seq,
+        after_seq: params.after_seq,
+        limit,
     };
-    let mut items = Vec::new();
-    let mut pending_tokens = 0;
-    let mut head_seq = 0;
-    let from = params.from_seq.unwrap_or(i64::MIN);
-    let to = params.to_seq.unwrap_or(i64::MAX);
-    let after = params.after_seq.unwrap_or(i64::MIN);
-    let mut more = false;
-    for row in rows {
-        head_seq = row.seq;
-        if row.seq > stored.last_view.head_seq {
-            pending_tokens += row.tokens;
-        }
-        let s = standing(row.seq, row.role, row.pinned, row.tokens, &stored, &ranges);
-        for (map, key) in [
-            (&mut totals.by_state, name(&s.state)),
-            (&mut totals.by_projection, name(&s.projection)),
-        ] {
-            let tally = map.entry(key).or_default();
-            tally.items += 1;
-            tally.tokens += row.tokens;
-            tally.tokens_in_view += s.tokens_in_view;
-        }
-        let wanted = row.seq >= from
-            && row.seq <= to
-            && row.seq > after
-            && params.state.is_none_or(|want| want == s.state);
-        if wanted {
-            if items.len() == limit as usize {
-                more = true;
-                continue;
-            }
-            items.push(ContextItem {
-                seq: row.seq,
-                id: row.id,
-                event_type: row.event_type,
-                role: row.role,
-                tokens: row.tokens,
-                standing: s,
-            });
-        }
+    let mut page = report::Page::new(query, &session, &stored, &view);
+    while let Some(read) = page.next_read() {
+        let rows = state
+            .store
+            .item_rows(id, read.after_seq, read.to_seq, read.limit)
+            .await?;
+        page.add_read(read, rows.into_iter().map(item).collect());
     }
-
-    let config = &session.config;
-    let calibration = stored.calibration_factor();
-    let message_tokens = stored.last_view.message_tokens + pending_tokens;
-    let tokens_in_view = (message_tokens as f64 * calibration).ceil() as i64;
-    let reserved = i64::from(config.max_output_tokens);
-    let tools_tokens = stored.last_view.tools_tokens;
-    let budget = i64::from(config.context_window);
-    let utilization = config.utilization(message_tokens, calibration, tools_tokens);
+    let ranges = match page.span() {
+        Some((from, to)) => state.store.folded_ranges(id, from, to).await?,
+        None => Vec::new(),
+    };
+    let totals = report::totals(&session, &stored, &view);
+    let usage = report::usage(&session, &stored, &view);
+    let (items, next_after_seq) = page.finish(&ranges);
     Ok(Json(ContextResponse {
         session_id: id,
-        head_seq,
-        budget,
-        reserved_output_tokens: reserved,
-        tools_tokens,
-        tokens_in_view,
-        utilization,
-        tier: tier_for(utilization, &config.thresholds),
-        calibration,
+        head_seq: session.head_seq,
+        budget: usage.budget,
+        reserved_output_tokens: usage.reserved_output_tokens,
+        tools_tokens: usage.tools_tokens,
+        tokens_in_view: usage.tokens_in_view,
+        utilization: usage.utilization,
+        tier: usage.tier,
+        calibration: usage.calibration,
         checkpoint_seq: stored.checkpoint_seq,
-        summary: stored.summary.text.clone(),
-        anchors: stored.summary.anchors.clone(),
+        summary: stored.summary.text,
+        anchors: stored.summary.anchors,
         last_compaction_id: stored.last_compaction_id,
         totals,
-        next_after_seq: if more {
-            items.last().map(|i| i.seq)
-        } else {
-            None
-        },
         items,
+        next_after_seq,
     }))
+}
+
+fn item(row: ItemRow) -> Item {
+    Item {
+        seq: row.seq,
+        id: row.id,
+        event_type: row.event_type,
+        role: row.role,
+        pinned: row.pinned,
+        tokens: row.tokens,
+    }
 }
 
 /// An exact slice of an item's content.

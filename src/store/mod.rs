@@ -3,8 +3,14 @@
 //!
 //! The event log is append-only: the trait can add events and delete a whole session, never
 //! change or remove one event. Every table is keyed by `session_id` first.
+//!
+//! The SQL both backends share is written once in `sql`, over rows decoded in `rows`; each
+//! backend's file keeps only what its dialect does differently: connecting, the append's write
+//! path, reading a view's events in pages, and the fragments of the label filter and seq lists.
 
 mod postgres;
+mod rows;
+mod sql;
 mod sqlite;
 
 use std::collections::HashMap;
@@ -16,7 +22,7 @@ use uuid::Uuid;
 
 use crate::domain::append::{Ack, AppendRejection, CallFacts, CountedEvent};
 use crate::domain::compaction::CompactionRecord;
-use crate::domain::event::{Event, EventBody, EventType, Role};
+use crate::domain::event::{Event, EventType, Role};
 use crate::domain::session::{Labels, NewSession, Session};
 use crate::domain::state::{CompactionState, FoldedRange};
 
@@ -100,8 +106,24 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<Event>, StoreError>;
     /// One event by seq.
     async fn get_event(&self, session_id: Uuid, seq: i64) -> Result<Option<Event>, StoreError>;
-    /// Every event of the session without its content, in seq order.
-    async fn item_rows(&self, session_id: Uuid) -> Result<Vec<ItemRow>, StoreError>;
+    /// Events with `after_seq < seq ≤ to_seq` without their content, in seq order, at most
+    /// `limit`.
+    async fn item_rows(
+        &self,
+        session_id: Uuid,
+        after_seq: i64,
+        to_seq: i64,
+        limit: u32,
+    ) -> Result<Vec<ItemRow>, StoreError>;
+    /// The events a view is made of, without their content: those with
+    /// `after_seq < seq ≤ to_seq` and those at the seqs in `also`, in seq order.
+    async fn view_item_rows(
+        &self,
+        session_id: Uuid,
+        after_seq: i64,
+        to_seq: i64,
+        also: &[i64],
+    ) -> Result<Vec<ItemRow>, StoreError>;
 
     /// The compaction state (the default at version 0 when none was written).
     async fn load_state(&self, session_id: Uuid) -> Result<StoredState, StoreError>;
@@ -148,8 +170,13 @@ pub trait Store: Send + Sync + 'static {
         session_id: Uuid,
         id: Uuid,
     ) -> Result<Option<CompactionRecord>, StoreError>;
-    /// Every folded range of the session, in seq order.
-    async fn folded_ranges(&self, session_id: Uuid) -> Result<Vec<FoldedRange>, StoreError>;
+    /// The folded ranges that hold a seq in `from_seq..=to_seq`, in seq order.
+    async fn folded_ranges(
+        &self,
+        session_id: Uuid,
+        from_seq: i64,
+        to_seq: i64,
+    ) -> Result<Vec<FoldedRange>, StoreError>;
 }
 
 /// A session's compaction state and the version it was read at (0: never written).
@@ -171,7 +198,7 @@ pub struct SessionSince {
     pub complete: bool,
 }
 
-/// An event without its content: what context inspection needs of every item.
+/// An event without its content: what the context report needs of an item.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemRow {
     pub seq: i64,
@@ -181,6 +208,9 @@ pub struct ItemRow {
     pub pinned: bool,
     pub tokens: i64,
 }
+
+/// [`Store::session_since`] reads at most this many events at once.
+const SESSION_SINCE_RANGE: i64 = 1_000;
 
 /// Connection settings common to both backends.
 #[derive(Debug, Clone)]
@@ -207,97 +237,6 @@ pub async fn connect(options: &StoreOptions) -> Result<Arc<dyn Store>, StoreErro
             redact(url)
         )))
     }
-}
-
-fn decode<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, StoreError> {
-    serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
-}
-
-fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("encoding: {e}")))
-}
-
-fn folded_range(
-    from_seq: i64,
-    to_seq: i64,
-    compaction_id: Uuid,
-    reason: &str,
-) -> Result<FoldedRange, StoreError> {
-    Ok(FoldedRange {
-        from_seq,
-        to_seq,
-        compaction_id,
-        reason: decode("folded range reason", &format!("\"{reason}\""))?,
-    })
-}
-
-/// The session columns of `SessionRow` followed by the state's version and document, as both
-/// backends select them for `load_session_state`.
-const SESSION_STATE_COLUMNS: &str = "s.session_id, s.created_at, s.updated_at, s.config, \
-     s.metadata, s.head_seq, s.total_tokens, c.version, c.state";
-
-/// What [`Store::session_since`] reads, from the rows of a session joined with its state's
-/// version and with its events (one row without an event when there is none): `session` and
-/// `event` read a row's session and event columns. `complete` is left true.
-fn session_since_rows<R>(
-    rows: Vec<R>,
-    session: fn(R) -> Result<Session, StoreError>,
-    event: fn(&R) -> Result<Event, StoreError>,
-) -> Result<Option<SessionSince>, StoreError>
-where
-    R: sqlx::Row,
-    for<'r> Option<i64>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    &'static str: sqlx::ColumnIndex<R>,
-{
-    let Some(first) = rows.first() else {
-        return Ok(None);
-    };
-    let version = first.try_get::<Option<i64>, _>("version")?.unwrap_or(0);
-    let mut events = Vec::with_capacity(rows.len());
-    for row in &rows {
-        if row.try_get::<Option<i64>, _>("seq")?.is_some() {
-            events.push(event(row)?);
-        }
-    }
-    let first = rows.into_iter().next().expect("a first row");
-    Ok(Some(SessionSince {
-        session: session(first)?,
-        version,
-        events,
-        complete: true,
-    }))
-}
-
-fn stored_state(row: Option<(i64, String)>) -> Result<StoredState, StoreError> {
-    match row {
-        Some((version, state)) => Ok(StoredState {
-            version,
-            state: decode("compaction state", &state)?,
-        }),
-        None => Ok(StoredState::default()),
-    }
-}
-
-/// (seq, client id, type, role, pinned, tokens)
-type ItemColumns = (i64, Option<String>, String, Option<String>, bool, i64);
-
-fn item_row(
-    (seq, id, event_type, role, pinned, tokens): ItemColumns,
-) -> Result<ItemRow, StoreError> {
-    Ok(ItemRow {
-        seq,
-        id,
-        event_type: decode("event type", &format!("\"{event_type}\""))?,
-        role: role
-            .map(|r| decode("role", &format!("\"{r}\"")))
-            .transpose()?,
-        pinned,
-        tokens,
-    })
-}
-
-fn reason_text(reason: crate::domain::compaction::Reason) -> Result<String, StoreError> {
-    Ok(encode(&reason)?.trim_matches('"').to_owned())
 }
 
 /// The current time at the precision both backends store (microseconds), so that what a
@@ -338,66 +277,6 @@ fn fold_call_rows(rows: Vec<(String, i64, Option<i64>)>) -> HashMap<String, Call
         }
     }
     calls
-}
-
-/// One stored event row, as both backends read it.
-struct EventRow {
-    seq: i64,
-    client_id: Option<String>,
-    body: String,
-    pinned: bool,
-    metadata: Option<String>,
-    tokens: i64,
-    created_at: DateTime<Utc>,
-}
-
-impl EventRow {
-    fn into_event(self) -> Result<Event, StoreError> {
-        let body: EventBody = serde_json::from_str(&self.body)
-            .map_err(|e| StoreError::Corrupt(format!("event {}: {e}", self.seq)))?;
-        let metadata = self
-            .metadata
-            .map(|m| serde_json::from_str(&m))
-            .transpose()
-            .map_err(|e| StoreError::Corrupt(format!("event {} metadata: {e}", self.seq)))?;
-        Ok(Event {
-            seq: self.seq,
-            id: self.client_id,
-            body,
-            pinned: self.pinned,
-            metadata,
-            tokens: self.tokens,
-            created_at: self.created_at,
-        })
-    }
-}
-
-/// One stored session row, as both backends read it.
-struct SessionRow {
-    session_id: Uuid,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    config: String,
-    metadata: String,
-    head_seq: i64,
-    total_tokens: i64,
-}
-
-impl SessionRow {
-    fn into_session(self) -> Result<Session, StoreError> {
-        let corrupt = |what: &str, e: serde_json::Error| {
-            StoreError::Corrupt(format!("session {} {what}: {e}", self.session_id))
-        };
-        Ok(Session {
-            id: self.session_id,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            config: serde_json::from_str(&self.config).map_err(|e| corrupt("config", e))?,
-            metadata: serde_json::from_str(&self.metadata).map_err(|e| corrupt("metadata", e))?,
-            head_seq: self.head_seq,
-            total_tokens: self.total_tokens,
-        })
-    }
 }
 
 /// The columns of an event row to insert, serialised once for either backend.

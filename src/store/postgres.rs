@@ -1,14 +1,15 @@
 //! The PostgreSQL store: production storage, safe for many replicas.
 
 use async_trait::async_trait;
-use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
-use sqlx::{Postgres, QueryBuilder, Row};
+use sqlx::postgres::{PgPool, PgPoolOptions, PgQueryResult};
+use sqlx::Postgres;
 use uuid::Uuid;
 
+use super::rows::{DbUuid, EventRow, JoinedEventRow};
+use super::sql::{Dialect, Sql};
 use super::{
-    decode, encode, event_inserts, fold_call_rows, folded_range, item_row, now, reason_text,
-    session_since_rows, stored_state, AppendError, AppendOutcome, EventRow, ItemRow, SessionFilter,
-    SessionRow, SessionSince, Store, StoreError, StoredState, SESSION_STATE_COLUMNS,
+    event_inserts, fold_call_rows, now, AppendError, AppendOutcome, ItemRow, SessionFilter,
+    SessionSince, Store, StoreError, StoredState,
 };
 use crate::domain::append::{client_ids, plan_append, referenced_call_ids, CountedEvent, LogFacts};
 use crate::domain::compaction::CompactionRecord;
@@ -16,40 +17,39 @@ use crate::domain::event::Event;
 use crate::domain::session::{NewSession, Session};
 use crate::domain::state::{CompactionState, FoldedRange};
 
-/// A stored event as the append's fact lookup returns it (JSON built by the database).
-#[derive(serde::Deserialize)]
-struct StoredEvent {
-    seq: i64,
-    id: Option<String>,
-    body: crate::domain::event::EventBody,
-    pinned: bool,
-    metadata: Option<serde_json::Map<String, serde_json::Value>>,
-    tokens: i64,
-    created_at: chrono::DateTime<chrono::Utc>,
-}
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
-impl StoredEvent {
-    fn into_event(self) -> Event {
-        Event {
-            seq: self.seq,
-            id: self.id,
-            body: self.body,
-            pinned: self.pinned,
-            metadata: self.metadata,
-            tokens: self.tokens,
-            created_at: self.created_at,
-        }
+/// Events are read after a seq in ranges of this many seqs (see `view_events`).
+const RANGE: i64 = 1_000;
+const EVENT_COLUMNS: &str = "seq, client_id, body, pinned, metadata, tokens, created_at";
+
+type Q = Sql<Postgres>;
+
+impl Dialect for Postgres {
+    type SeqList = Vec<i64>;
+    const SEQ_IN: (&'static str, &'static str) = ("= ANY(", ")");
+
+    // Containment answers from the GIN index on metadata.
+    const LABELS_INCLUDE: (&'static str, &'static str) = ("metadata @> ", "");
+
+    fn seq_list(seqs: &[i64]) -> Vec<i64> {
+        seqs.to_vec()
+    }
+
+    fn rows_affected(done: &PgQueryResult) -> u64 {
+        done.rows_affected()
     }
 }
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
-
-const SESSION_COLUMNS: &str = "session_id, created_at, updated_at, config::text AS config, \
-     metadata::text AS metadata, head_seq, total_tokens";
-/// Events are read after a seq in ranges of this many seqs (see `view_events`).
-const RANGE: i64 = 1_000;
-const EVENT_COLUMNS: &str =
-    "seq, client_id, body::text AS body, pinned, metadata::text AS metadata, tokens, created_at";
+/// The rows of the append's fact lookup: the stored events with the batch's client ids (none:
+/// one row without an event) and, on every row, the stored rows of the call ids it references.
+#[derive(sqlx::FromRow)]
+struct AppendFactsRow {
+    #[sqlx(json)]
+    calls: Vec<(String, i64, Option<i64>)>,
+    #[sqlx(flatten)]
+    event: JoinedEventRow,
+}
 
 pub struct PostgresStore {
     pool: PgPool,
@@ -78,38 +78,6 @@ impl PostgresStore {
     }
 }
 
-fn session_row(row: PgRow) -> Result<Session, StoreError> {
-    SessionRow {
-        session_id: row.try_get("session_id")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-        config: row.try_get("config")?,
-        metadata: row.try_get("metadata")?,
-        head_seq: row.try_get("head_seq")?,
-        total_tokens: row.try_get("total_tokens")?,
-    }
-    .into_session()
-}
-
-fn event_row(row: PgRow) -> Result<Event, StoreError> {
-    event_columns(&row, "metadata", "created_at")
-}
-
-/// An event from a row whose event metadata and creation time are named `metadata` and
-/// `created_at` (rows that also hold a session's columns name them otherwise).
-fn event_columns(row: &PgRow, metadata: &str, created_at: &str) -> Result<Event, StoreError> {
-    EventRow {
-        seq: row.try_get("seq")?,
-        client_id: row.try_get("client_id")?,
-        body: row.try_get("body")?,
-        pinned: row.try_get("pinned")?,
-        metadata: row.try_get(metadata)?,
-        tokens: row.try_get("tokens")?,
-        created_at: row.try_get(created_at)?,
-    }
-    .into_event()
-}
-
 #[async_trait]
 impl Store for PostgresStore {
     fn backend(&self) -> &'static str {
@@ -127,66 +95,19 @@ impl Store for PostgresStore {
     }
 
     async fn create_session(&self, new: &NewSession) -> Result<Session, StoreError> {
-        let now = now();
-        let session = Session {
-            id: Uuid::now_v7(),
-            created_at: now,
-            updated_at: now,
-            config: new.config.clone(),
-            metadata: new.metadata.clone(),
-            head_seq: 0,
-            total_tokens: 0,
-        };
-        sqlx::query(
-            "INSERT INTO sessions (session_id, created_at, updated_at, config, metadata) \
-             VALUES ($1, $2, $2, $3, $4)",
-        )
-        .bind(session.id)
-        .bind(now)
-        .bind(sqlx::types::Json(&session.config))
-        .bind(sqlx::types::Json(&session.metadata))
-        .execute(&self.pool)
-        .await?;
-        Ok(session)
+        Q::create_session(&self.pool, new).await
     }
 
     async fn get_session(&self, id: Uuid) -> Result<Option<Session>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?
-        .map(session_row)
-        .transpose()
+        Q::get_session(&self.pool, id).await
     }
 
     async fn list_sessions(&self, filter: &SessionFilter) -> Result<Vec<Session>, StoreError> {
-        let mut q: QueryBuilder<Postgres> =
-            QueryBuilder::new(format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE true"));
-        if !filter.labels.is_empty() {
-            q.push(" AND metadata @> ")
-                .push_bind(sqlx::types::Json(&filter.labels));
-        }
-        if let Some(before) = filter.before {
-            q.push(" AND session_id < ").push_bind(before);
-        }
-        q.push(" ORDER BY session_id DESC LIMIT ")
-            .push_bind(i64::from(filter.limit));
-        q.build()
-            .fetch_all(&self.pool)
-            .await?
-            .into_iter()
-            .map(session_row)
-            .collect()
+        Q::list_sessions(&self.pool, filter).await
     }
 
     async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM sessions WHERE session_id = $1")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() > 0)
+        Q::delete_session(&self.pool, id).await
     }
 
     async fn append_events(
@@ -214,28 +135,29 @@ impl Store for PostgresStore {
         let call_ids = referenced_call_ids(batch);
         if !ids.is_empty() || !call_ids.is_empty() {
             // Both lookups in one round trip.
-            let (existing, calls): (String, String) = sqlx::query_as(
-                "SELECT \
-                   (SELECT coalesce(json_agg(json_build_object('seq', seq, 'id', client_id, \
-                       'body', body, 'pinned', pinned, 'metadata', metadata, 'tokens', tokens, \
-                       'created_at', created_at)), '[]') \
-                    FROM events WHERE session_id = $1 AND client_id = ANY($2))::text, \
-                   (SELECT coalesce(json_agg(json_build_array(call_id, call_seq, result_seq)), '[]') \
-                    FROM tool_calls WHERE session_id = $1 AND call_id = ANY($3))::text",
+            let rows: Vec<AppendFactsRow> = sqlx::query_as(
+                "SELECT c.calls, e.seq, e.client_id, e.body, e.pinned, \
+                 e.metadata AS event_metadata, e.tokens, e.created_at AS event_created_at \
+                 FROM (SELECT coalesce(json_agg(json_build_array(call_id, call_seq, result_seq)), \
+                         '[]') AS calls \
+                       FROM tool_calls WHERE session_id = $1 AND call_id = ANY($3)) c \
+                 LEFT JOIN events e ON e.session_id = $1 AND e.client_id = ANY($2)",
             )
-            .bind(session_id)
+            .bind(DbUuid(session_id))
             .bind(&ids)
             .bind(&call_ids)
-            .fetch_one(&mut *tx)
+            .fetch_all(&mut *tx)
             .await?;
-            let existing: Vec<StoredEvent> = decode("stored events", &existing)?;
-            for stored in existing {
-                let event = stored.into_event();
-                if let Some(id) = event.id.clone() {
-                    facts.existing.insert(id, event);
+            let mut calls = Vec::new();
+            for row in rows {
+                calls = row.calls;
+                if let Some(event) = row.event.into_event()? {
+                    if let Some(id) = event.id.clone() {
+                        facts.existing.insert(id, event);
+                    }
                 }
             }
-            facts.calls = fold_call_rows(decode("tool calls", &calls)?);
+            facts.calls = fold_call_rows(calls);
         }
 
         let plan = plan_append(batch, expected_seq, &facts).map_err(AppendError::Rejected)?;
@@ -334,77 +256,42 @@ impl Store for PostgresStore {
         after_seq: i64,
         limit: u32,
     ) -> Result<Vec<Event>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM events \
-             WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
-        ))
-        .bind(session_id)
-        .bind(after_seq)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?
-        .into_iter()
-        .map(event_row)
-        .collect()
+        Q::list_events(&self.pool, session_id, after_seq, limit).await
     }
 
     async fn get_event(&self, session_id: Uuid, seq: i64) -> Result<Option<Event>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 AND seq = $2"
-        ))
-        .bind(session_id)
-        .bind(seq)
-        .fetch_optional(&self.pool)
-        .await?
-        .map(event_row)
-        .transpose()
+        Q::get_event(&self.pool, session_id, seq).await
     }
 
-    async fn item_rows(&self, session_id: Uuid) -> Result<Vec<ItemRow>, StoreError> {
-        let rows: Vec<(i64, Option<String>, String, Option<String>, bool, i64)> = sqlx::query_as(
-            "SELECT seq, client_id, type, role, pinned, tokens FROM events \
-             WHERE session_id = $1 ORDER BY seq",
-        )
-        .bind(session_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter().map(item_row).collect()
+    async fn item_rows(
+        &self,
+        session_id: Uuid,
+        after_seq: i64,
+        to_seq: i64,
+        limit: u32,
+    ) -> Result<Vec<ItemRow>, StoreError> {
+        Q::item_rows(&self.pool, session_id, after_seq, to_seq, limit.into()).await
+    }
+
+    async fn view_item_rows(
+        &self,
+        session_id: Uuid,
+        after_seq: i64,
+        to_seq: i64,
+        also: &[i64],
+    ) -> Result<Vec<ItemRow>, StoreError> {
+        Q::view_item_rows(&self.pool, session_id, after_seq, to_seq, also).await
     }
 
     async fn load_state(&self, session_id: Uuid) -> Result<StoredState, StoreError> {
-        let row: Option<(i64, String)> = sqlx::query_as(
-            "SELECT version, state::text FROM compaction_states WHERE session_id = $1",
-        )
-        .bind(session_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        stored_state(row)
+        Q::load_state(&self.pool, session_id).await
     }
 
     async fn load_session_state(
         &self,
         session_id: Uuid,
     ) -> Result<Option<(Session, StoredState)>, StoreError> {
-        let columns = SESSION_STATE_COLUMNS
-            .replace("s.config", "s.config::text AS config")
-            .replace("s.metadata", "s.metadata::text AS metadata")
-            .replace("c.state", "c.state::text AS state");
-        let Some(row) = sqlx::query(&format!(
-            "SELECT {columns} FROM sessions s \
-             LEFT JOIN compaction_states c ON c.session_id = s.session_id \
-             WHERE s.session_id = $1"
-        ))
-        .bind(session_id)
-        .fetch_optional(&self.pool)
-        .await?
-        else {
-            return Ok(None);
-        };
-        let state = stored_state(match row.try_get::<Option<i64>, _>("version")? {
-            Some(version) => Some((version, row.try_get("state")?)),
-            None => None,
-        })?;
-        Ok(Some((session_row(row)?, state)))
+        Q::load_session_state(&self.pool, session_id).await
     }
 
     async fn session_since(
@@ -412,31 +299,7 @@ impl Store for PostgresStore {
         session_id: Uuid,
         after_seq: i64,
     ) -> Result<Option<SessionSince>, StoreError> {
-        // One round trip: the session row joined with its state's version and with the events
-        // after `after_seq` (one row when there are none), read from one snapshot.
-        let rows = sqlx::query(
-            "SELECT s.session_id, s.created_at, s.updated_at, s.config::text AS config, \
-             s.metadata::text AS metadata, s.head_seq, s.total_tokens, c.version, \
-             e.seq, e.client_id, e.body::text AS body, e.pinned, \
-             e.metadata::text AS event_metadata, e.tokens, e.created_at AS event_created_at \
-             FROM sessions s \
-             LEFT JOIN compaction_states c ON c.session_id = s.session_id \
-             LEFT JOIN events e ON e.session_id = s.session_id AND e.seq > $2 AND e.seq <= $3 \
-             WHERE s.session_id = $1 ORDER BY e.seq",
-        )
-        .bind(session_id)
-        .bind(after_seq)
-        .bind(after_seq + RANGE)
-        .fetch_all(&self.pool)
-        .await?;
-        let since = session_since_rows(rows, session_row, |row| {
-            event_columns(row, "event_metadata", "event_created_at")
-        })?;
-        // A full range may be followed by more.
-        Ok(since.map(|since| SessionSince {
-            complete: since.events.len() < RANGE as usize,
-            ..since
-        }))
+        Q::session_since(&self.pool, session_id, after_seq).await
     }
 
     async fn view_events(
@@ -452,34 +315,30 @@ impl Store for PostgresStore {
         let mut events = if also.is_empty() {
             Vec::new()
         } else {
-            sqlx::query(&format!(
+            let rows: Vec<EventRow> = sqlx::query_as(&format!(
                 "SELECT {EVENT_COLUMNS} FROM events \
                  WHERE session_id = $1 AND seq = ANY($2) AND seq <= $3 ORDER BY seq"
             ))
-            .bind(session_id)
+            .bind(DbUuid(session_id))
             .bind(also)
             .bind(after_seq)
             .fetch_all(&self.pool)
-            .await?
-            .into_iter()
-            .map(event_row)
-            .collect::<Result<Vec<_>, _>>()?
+            .await?;
+            rows.into_iter().map(Event::from).collect()
         };
         let mut after = after_seq;
         loop {
-            let rows = sqlx::query(&format!(
+            let rows: Vec<EventRow> = sqlx::query_as(&format!(
                 "SELECT {EVENT_COLUMNS} FROM events \
                  WHERE session_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq"
             ))
-            .bind(session_id)
+            .bind(DbUuid(session_id))
             .bind(after)
             .bind(after + RANGE)
             .fetch_all(&self.pool)
             .await?;
             let len = events.len();
-            for row in rows {
-                events.push(event_row(row)?);
-            }
+            events.extend(rows.into_iter().map(Event::from));
             let filled =
                 events.len() > len && events.last().is_some_and(|e| e.seq == after + RANGE);
             if !filled {
@@ -497,62 +356,15 @@ impl Store for PostgresStore {
         record: Option<&CompactionRecord>,
         folded: &[FoldedRange],
     ) -> Result<bool, StoreError> {
+        // The row lock taken by the write serialises compactions of one session.
         let mut tx = self.pool.begin().await?;
-        let state_json = encode(state)?;
-        // The row lock taken by the write serialises compactions of one session; a writer that
-        // read an older version changes nothing and is told so.
-        let written = if expected_version == 0 {
-            sqlx::query(
-                "INSERT INTO compaction_states (session_id, version, state, updated_at) \
-                 VALUES ($1, 1, $2::jsonb, $3) ON CONFLICT (session_id) DO NOTHING",
-            )
-            .bind(session_id)
-            .bind(&state_json)
-            .bind(now())
-            .execute(&mut *tx)
-            .await?
-        } else {
-            sqlx::query(
-                "UPDATE compaction_states SET version = version + 1, state = $3::jsonb, \
-                 updated_at = $4 WHERE session_id = $1 AND version = $2",
-            )
-            .bind(session_id)
-            .bind(expected_version)
-            .bind(&state_json)
-            .bind(now())
-            .execute(&mut *tx)
-            .await?
-        };
-        if written.rows_affected() == 0 {
-            return Ok(false);
+        let written =
+            Q::save_compaction(&mut tx, session_id, expected_version, state, record, folded)
+                .await?;
+        if written {
+            tx.commit().await?;
         }
-        if let Some(record) = record {
-            sqlx::query(
-                "INSERT INTO compactions (session_id, compaction_id, created_at, record) \
-                 VALUES ($1, $2, $3, $4::jsonb)",
-            )
-            .bind(session_id)
-            .bind(record.id)
-            .bind(record.created_at)
-            .bind(encode(record)?)
-            .execute(&mut *tx)
-            .await?;
-        }
-        for range in folded {
-            sqlx::query(
-                "INSERT INTO folded_ranges (session_id, from_seq, to_seq, compaction_id, reason) \
-                 VALUES ($1, $2, $3, $4, $5)",
-            )
-            .bind(session_id)
-            .bind(range.from_seq)
-            .bind(range.to_seq)
-            .bind(range.compaction_id)
-            .bind(reason_text(range.reason)?)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(true)
+        Ok(written)
     }
 
     async fn list_compactions(
@@ -561,19 +373,7 @@ impl Store for PostgresStore {
         before: Option<Uuid>,
         limit: u32,
     ) -> Result<Vec<CompactionRecord>, StoreError> {
-        let rows: Vec<(String,)> = sqlx::query_as(
-            "SELECT record::text FROM compactions WHERE session_id = $1 \
-             AND ($2::uuid IS NULL OR compaction_id < $2) \
-             ORDER BY compaction_id DESC LIMIT $3",
-        )
-        .bind(session_id)
-        .bind(before)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|(record,)| decode("compaction record", record))
-            .collect()
+        Q::list_compactions(&self.pool, session_id, before, limit).await
     }
 
     async fn get_compaction(
@@ -581,29 +381,15 @@ impl Store for PostgresStore {
         session_id: Uuid,
         id: Uuid,
     ) -> Result<Option<CompactionRecord>, StoreError> {
-        let row: Option<(String,)> = sqlx::query_as(
-            "SELECT record::text FROM compactions WHERE session_id = $1 AND compaction_id = $2",
-        )
-        .bind(session_id)
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(|(record,)| decode("compaction record", &record))
-            .transpose()
+        Q::get_compaction(&self.pool, session_id, id).await
     }
 
-    async fn folded_ranges(&self, session_id: Uuid) -> Result<Vec<FoldedRange>, StoreError> {
-        let rows: Vec<(i64, i64, Uuid, String)> = sqlx::query_as(
-            "SELECT from_seq, to_seq, compaction_id, reason FROM folded_ranges \
-             WHERE session_id = $1 ORDER BY from_seq",
-        )
-        .bind(session_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter()
-            .map(|(from_seq, to_seq, compaction_id, reason)| {
-                folded_range(from_seq, to_seq, compaction_id, &reason)
-            })
-            .collect()
+    async fn folded_ranges(
+        &self,
+        session_id: Uuid,
+        from_seq: i64,
+        to_seq: i64,
+    ) -> Result<Vec<FoldedRange>, StoreError> {
+        Q::folded_ranges(&self.pool, session_id, from_seq, to_seq).await
     }
 }

@@ -8,16 +8,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteQueryResult,
     SqliteSynchronous,
 };
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::Sqlite;
 use uuid::Uuid;
 
+use super::rows::{DbUuid, EventRow};
+use super::sql::{Dialect, Sql};
 use super::{
-    decode, encode, event_inserts, fold_call_rows, folded_range, item_row, now, reason_text,
-    session_since_rows, stored_state, AppendError, AppendOutcome, EventRow, ItemRow, SessionFilter,
-    SessionRow, SessionSince, Store, StoreError, StoredState, SESSION_STATE_COLUMNS,
+    event_inserts, fold_call_rows, now, AppendError, AppendOutcome, ItemRow, SessionFilter,
+    SessionSince, Store, StoreError, StoredState,
 };
 use crate::domain::append::{client_ids, plan_append, referenced_call_ids, CountedEvent, LogFacts};
 use crate::domain::compaction::CompactionRecord;
@@ -27,9 +28,29 @@ use crate::domain::state::{CompactionState, FoldedRange};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
-const SESSION_COLUMNS: &str =
-    "session_id, created_at, updated_at, config, metadata, head_seq, total_tokens";
 const EVENT_COLUMNS: &str = "seq, client_id, body, pinned, metadata, tokens, created_at";
+
+type Q = Sql<Sqlite>;
+
+impl Dialect for Sqlite {
+    /// A JSON array, read with `json_each`.
+    type SeqList = String;
+    const SEQ_IN: (&'static str, &'static str) = ("IN (SELECT value FROM json_each(", "))");
+
+    const LABELS_INCLUDE: (&'static str, &'static str) = (
+        "NOT EXISTS (SELECT 1 FROM json_each(",
+        ") l WHERE NOT EXISTS (SELECT 1 FROM json_each(sessions.metadata) m \
+         WHERE m.key = l.key AND m.value = l.value))",
+    );
+
+    fn seq_list(seqs: &[i64]) -> String {
+        serde_json::Value::from(seqs.to_vec()).to_string()
+    }
+
+    fn rows_affected(done: &SqliteQueryResult) -> u64 {
+        done.rows_affected()
+    }
+}
 
 pub struct SqliteStore {
     writer: SqlitePool,
@@ -61,43 +82,6 @@ impl SqliteStore {
     }
 }
 
-fn parse_uuid(text: &str) -> Result<Uuid, StoreError> {
-    Uuid::parse_str(text).map_err(|e| StoreError::Corrupt(format!("session id `{text}`: {e}")))
-}
-
-fn session_row(row: SqliteRow) -> Result<Session, StoreError> {
-    let id: String = row.try_get("session_id")?;
-    SessionRow {
-        session_id: parse_uuid(&id)?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-        config: row.try_get("config")?,
-        metadata: row.try_get("metadata")?,
-        head_seq: row.try_get("head_seq")?,
-        total_tokens: row.try_get("total_tokens")?,
-    }
-    .into_session()
-}
-
-fn event_row(row: SqliteRow) -> Result<Event, StoreError> {
-    event_columns(&row, "metadata", "created_at")
-}
-
-/// An event from a row whose event metadata and creation time are named `metadata` and
-/// `created_at` (rows that also hold a session's columns name them otherwise).
-fn event_columns(row: &SqliteRow, metadata: &str, created_at: &str) -> Result<Event, StoreError> {
-    EventRow {
-        seq: row.try_get("seq")?,
-        client_id: row.try_get("client_id")?,
-        body: row.try_get("body")?,
-        pinned: row.try_get("pinned")?,
-        metadata: row.try_get(metadata)?,
-        tokens: row.try_get("tokens")?,
-        created_at: row.try_get(created_at)?,
-    }
-    .into_event()
-}
-
 fn json_array(items: &[String]) -> String {
     serde_json::Value::from(items.to_vec()).to_string()
 }
@@ -119,69 +103,19 @@ impl Store for SqliteStore {
     }
 
     async fn create_session(&self, new: &NewSession) -> Result<Session, StoreError> {
-        let now = now();
-        let session = Session {
-            id: Uuid::now_v7(),
-            created_at: now,
-            updated_at: now,
-            config: new.config.clone(),
-            metadata: new.metadata.clone(),
-            head_seq: 0,
-            total_tokens: 0,
-        };
-        sqlx::query(
-            "INSERT INTO sessions (session_id, created_at, updated_at, config, metadata) \
-             VALUES (?1, ?2, ?2, ?3, ?4)",
-        )
-        .bind(session.id.to_string())
-        .bind(now)
-        .bind(sqlx::types::Json(&session.config))
-        .bind(sqlx::types::Json(&session.metadata))
-        .execute(&self.writer)
-        .await?;
-        Ok(session)
+        Q::create_session(&self.writer, new).await
     }
 
     async fn get_session(&self, id: Uuid) -> Result<Option<Session>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?1"
-        ))
-        .bind(id.to_string())
-        .fetch_optional(&self.reader)
-        .await?
-        .map(session_row)
-        .transpose()
+        Q::get_session(&self.reader, id).await
     }
 
     async fn list_sessions(&self, filter: &SessionFilter) -> Result<Vec<Session>, StoreError> {
-        let mut q: QueryBuilder<Sqlite> =
-            QueryBuilder::new(format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE 1"));
-        for (key, value) in &filter.labels {
-            q.push(" AND EXISTS (SELECT 1 FROM json_each(sessions.metadata) WHERE key = ")
-                .push_bind(key)
-                .push(" AND value = ")
-                .push_bind(value)
-                .push(")");
-        }
-        if let Some(before) = filter.before {
-            q.push(" AND session_id < ").push_bind(before.to_string());
-        }
-        q.push(" ORDER BY session_id DESC LIMIT ")
-            .push_bind(i64::from(filter.limit));
-        q.build()
-            .fetch_all(&self.reader)
-            .await?
-            .into_iter()
-            .map(session_row)
-            .collect()
+        Q::list_sessions(&self.reader, filter).await
     }
 
     async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM sessions WHERE session_id = ?1")
-            .bind(id.to_string())
-            .execute(&self.writer)
-            .await?;
-        Ok(done.rows_affected() > 0)
+        Q::delete_session(&self.writer, id).await
     }
 
     async fn append_events(
@@ -207,7 +141,7 @@ impl Store for SqliteStore {
         };
         let ids = client_ids(batch);
         if !ids.is_empty() {
-            let rows = sqlx::query(&format!(
+            let rows: Vec<EventRow> = sqlx::query_as(&format!(
                 "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ?1 \
                  AND client_id IN (SELECT value FROM json_each(?2))"
             ))
@@ -216,7 +150,7 @@ impl Store for SqliteStore {
             .fetch_all(&mut *tx)
             .await?;
             for row in rows {
-                let event = event_row(row)?;
+                let event = Event::from(row);
                 if let Some(id) = event.id.clone() {
                     facts.existing.insert(id, event);
                 }
@@ -310,72 +244,42 @@ impl Store for SqliteStore {
         after_seq: i64,
         limit: u32,
     ) -> Result<Vec<Event>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM events \
-             WHERE session_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"
-        ))
-        .bind(session_id.to_string())
-        .bind(after_seq)
-        .bind(i64::from(limit))
-        .fetch_all(&self.reader)
-        .await?
-        .into_iter()
-        .map(event_row)
-        .collect()
+        Q::list_events(&self.reader, session_id, after_seq, limit).await
     }
 
     async fn get_event(&self, session_id: Uuid, seq: i64) -> Result<Option<Event>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ?1 AND seq = ?2"
-        ))
-        .bind(session_id.to_string())
-        .bind(seq)
-        .fetch_optional(&self.reader)
-        .await?
-        .map(event_row)
-        .transpose()
+        Q::get_event(&self.reader, session_id, seq).await
     }
 
-    async fn item_rows(&self, session_id: Uuid) -> Result<Vec<ItemRow>, StoreError> {
-        let rows: Vec<(i64, Option<String>, String, Option<String>, bool, i64)> = sqlx::query_as(
-            "SELECT seq, client_id, type, role, pinned, tokens FROM events \
-             WHERE session_id = ?1 ORDER BY seq",
-        )
-        .bind(session_id.to_string())
-        .fetch_all(&self.reader)
-        .await?;
-        rows.into_iter().map(item_row).collect()
+    async fn item_rows(
+        &self,
+        session_id: Uuid,
+        after_seq: i64,
+        to_seq: i64,
+        limit: u32,
+    ) -> Result<Vec<ItemRow>, StoreError> {
+        Q::item_rows(&self.reader, session_id, after_seq, to_seq, limit.into()).await
+    }
+
+    async fn view_item_rows(
+        &self,
+        session_id: Uuid,
+        after_seq: i64,
+        to_seq: i64,
+        also: &[i64],
+    ) -> Result<Vec<ItemRow>, StoreError> {
+        Q::view_item_rows(&self.reader, session_id, after_seq, to_seq, also).await
     }
 
     async fn load_state(&self, session_id: Uuid) -> Result<StoredState, StoreError> {
-        let row: Option<(i64, String)> =
-            sqlx::query_as("SELECT version, state FROM compaction_states WHERE session_id = ?1")
-                .bind(session_id.to_string())
-                .fetch_optional(&self.reader)
-                .await?;
-        stored_state(row)
+        Q::load_state(&self.reader, session_id).await
     }
 
     async fn load_session_state(
         &self,
         session_id: Uuid,
     ) -> Result<Option<(Session, StoredState)>, StoreError> {
-        let Some(row) = sqlx::query(&format!(
-            "SELECT {SESSION_STATE_COLUMNS} FROM sessions s \
-             LEFT JOIN compaction_states c ON c.session_id = s.session_id \
-             WHERE s.session_id = ?1"
-        ))
-        .bind(session_id.to_string())
-        .fetch_optional(&self.reader)
-        .await?
-        else {
-            return Ok(None);
-        };
-        let state = stored_state(match row.try_get::<Option<i64>, _>("version")? {
-            Some(version) => Some((version, row.try_get("state")?)),
-            None => None,
-        })?;
-        Ok(Some((session_row(row)?, state)))
+        Q::load_session_state(&self.reader, session_id).await
     }
 
     async fn session_since(
@@ -383,22 +287,7 @@ impl Store for SqliteStore {
         session_id: Uuid,
         after_seq: i64,
     ) -> Result<Option<SessionSince>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT s.session_id, s.created_at, s.updated_at, s.config, s.metadata, s.head_seq, \
-             s.total_tokens, c.version, e.seq, e.client_id, e.body, e.pinned, \
-             e.metadata AS event_metadata, e.tokens, e.created_at AS event_created_at \
-             FROM sessions s \
-             LEFT JOIN compaction_states c ON c.session_id = s.session_id \
-             LEFT JOIN events e ON e.session_id = s.session_id AND e.seq > ?2 \
-             WHERE s.session_id = ?1 ORDER BY e.seq",
-        )
-        .bind(session_id.to_string())
-        .bind(after_seq)
-        .fetch_all(&self.reader)
-        .await?;
-        session_since_rows(rows, session_row, |row| {
-            event_columns(row, "event_metadata", "event_created_at")
-        })
+        Q::session_since(&self.reader, session_id, after_seq).await
     }
 
     async fn view_events(
@@ -408,21 +297,19 @@ impl Store for SqliteStore {
         also: &[i64],
     ) -> Result<Vec<Event>, StoreError> {
         // Two index range scans rather than one scan of the session filtered by an OR.
-        sqlx::query(&format!(
+        let rows: Vec<EventRow> = sqlx::query_as(&format!(
             "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ?1 AND seq > ?2 \
              UNION ALL \
              SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ?1 AND seq <= ?2 \
              AND seq IN (SELECT value FROM json_each(?3)) \
              ORDER BY seq"
         ))
-        .bind(session_id.to_string())
+        .bind(DbUuid(session_id))
         .bind(after_seq)
-        .bind(serde_json::Value::from(also.to_vec()).to_string())
+        .bind(Sqlite::seq_list(also))
         .fetch_all(&self.reader)
-        .await?
-        .into_iter()
-        .map(event_row)
-        .collect()
+        .await?;
+        Ok(rows.into_iter().map(Event::from).collect())
     }
 
     async fn save_compaction(
@@ -433,61 +320,14 @@ impl Store for SqliteStore {
         record: Option<&CompactionRecord>,
         folded: &[FoldedRange],
     ) -> Result<bool, StoreError> {
-        let sid = session_id.to_string();
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
-        let state_json = encode(state)?;
-        let written = if expected_version == 0 {
-            sqlx::query(
-                "INSERT INTO compaction_states (session_id, version, state, updated_at) \
-                 VALUES (?1, 1, ?2, ?3) ON CONFLICT (session_id) DO NOTHING",
-            )
-            .bind(&sid)
-            .bind(&state_json)
-            .bind(now())
-            .execute(&mut *tx)
-            .await?
-        } else {
-            sqlx::query(
-                "UPDATE compaction_states SET version = version + 1, state = ?3, updated_at = ?4 \
-                 WHERE session_id = ?1 AND version = ?2",
-            )
-            .bind(&sid)
-            .bind(expected_version)
-            .bind(&state_json)
-            .bind(now())
-            .execute(&mut *tx)
-            .await?
-        };
-        if written.rows_affected() == 0 {
-            return Ok(false);
+        let written =
+            Q::save_compaction(&mut tx, session_id, expected_version, state, record, folded)
+                .await?;
+        if written {
+            tx.commit().await?;
         }
-        if let Some(record) = record {
-            sqlx::query(
-                "INSERT INTO compactions (session_id, compaction_id, created_at, record) \
-                 VALUES (?1, ?2, ?3, ?4)",
-            )
-            .bind(&sid)
-            .bind(record.id.to_string())
-            .bind(record.created_at)
-            .bind(encode(record)?)
-            .execute(&mut *tx)
-            .await?;
-        }
-        for range in folded {
-            sqlx::query(
-                "INSERT INTO folded_ranges (session_id, from_seq, to_seq, compaction_id, reason) \
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .bind(&sid)
-            .bind(range.from_seq)
-            .bind(range.to_seq)
-            .bind(range.compaction_id.to_string())
-            .bind(reason_text(range.reason)?)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(true)
+        Ok(written)
     }
 
     async fn list_compactions(
@@ -496,18 +336,7 @@ impl Store for SqliteStore {
         before: Option<Uuid>,
         limit: u32,
     ) -> Result<Vec<CompactionRecord>, StoreError> {
-        let rows: Vec<(String,)> = sqlx::query_as(
-            "SELECT record FROM compactions WHERE session_id = ?1 \
-             AND (?2 IS NULL OR compaction_id < ?2) ORDER BY compaction_id DESC LIMIT ?3",
-        )
-        .bind(session_id.to_string())
-        .bind(before.map(|b| b.to_string()))
-        .bind(i64::from(limit))
-        .fetch_all(&self.reader)
-        .await?;
-        rows.iter()
-            .map(|(record,)| decode("compaction record", record))
-            .collect()
+        Q::list_compactions(&self.reader, session_id, before, limit).await
     }
 
     async fn get_compaction(
@@ -515,31 +344,15 @@ impl Store for SqliteStore {
         session_id: Uuid,
         id: Uuid,
     ) -> Result<Option<CompactionRecord>, StoreError> {
-        let row: Option<(String,)> = sqlx::query_as(
-            "SELECT record FROM compactions WHERE session_id = ?1 AND compaction_id = ?2",
-        )
-        .bind(session_id.to_string())
-        .bind(id.to_string())
-        .fetch_optional(&self.reader)
-        .await?;
-        row.map(|(record,)| decode("compaction record", &record))
-            .transpose()
+        Q::get_compaction(&self.reader, session_id, id).await
     }
 
-    async fn folded_ranges(&self, session_id: Uuid) -> Result<Vec<FoldedRange>, StoreError> {
-        let rows: Vec<(i64, i64, String, String)> = sqlx::query_as(
-            "SELECT from_seq, to_seq, compaction_id, reason FROM folded_ranges \
-             WHERE session_id = ?1 ORDER BY from_seq",
-        )
-        .bind(session_id.to_string())
-        .fetch_all(&self.reader)
-        .await?;
-        rows.into_iter()
-            .map(|(from_seq, to_seq, compaction_id, reason)| {
-                let id = Uuid::parse_str(&compaction_id)
-                    .map_err(|e| StoreError::Corrupt(format!("compaction id: {e}")))?;
-                folded_range(from_seq, to_seq, id, &reason)
-            })
-            .collect()
+    async fn folded_ranges(
+        &self,
+        session_id: Uuid,
+        from_seq: i64,
+        to_seq: i64,
+    ) -> Result<Vec<FoldedRange>, StoreError> {
+        Q::folded_ranges(&self.reader, session_id, from_seq, to_seq).await
     }
 }

@@ -561,3 +561,168 @@ async fn a_compaction_that_lost_the_race_asks_the_model_once_sqlite() {
 async fn a_compaction_that_lost_the_race_asks_the_model_once_postgres() {
     a_lost_race_reuses_the_summary(Backend::Postgres).await;
 }
+
+/// Every item of a session as the context report must show it, and the totals, counted from
+/// every stored row (what the report once did on every call).
+async fn recount(app: &TestApp, id: &str) -> (Vec<Value>, Value) {
+    use ctxd::engine::inspect::standing;
+    use ctxd::engine::report::ContextItem;
+
+    let uuid = id.parse().unwrap();
+    let (_, stored) = app.store.load_session_state(uuid).await.unwrap().unwrap();
+    let rows = app
+        .store
+        .item_rows(uuid, 0, i64::MAX, u32::MAX)
+        .await
+        .unwrap();
+    let ranges = app.store.folded_ranges(uuid, 0, i64::MAX).await.unwrap();
+    let mut totals = json!({"by_state": {}, "by_projection": {}});
+    let mut items = Vec::new();
+    for row in rows {
+        let s = standing(
+            row.seq,
+            row.role,
+            row.pinned,
+            row.tokens,
+            &stored.state,
+            &ranges,
+        );
+        let item = serde_json::to_value(ContextItem {
+            seq: row.seq,
+            id: row.id,
+            event_type: row.event_type,
+            role: row.role,
+            tokens: row.tokens,
+            standing: s,
+        })
+        .unwrap();
+        for (map, key) in [("by_state", "state"), ("by_projection", "projection")] {
+            let tally = totals[map]
+                .as_object_mut()
+                .unwrap()
+                .entry(item[key].as_str().unwrap())
+                .or_insert(json!({"items": 0, "tokens": 0, "tokens_in_view": 0}));
+            for (field, add) in [
+                ("items", 1),
+                ("tokens", item["tokens"].as_i64().unwrap()),
+                ("tokens_in_view", item["tokens_in_view"].as_i64().unwrap()),
+            ] {
+                tally[field] = json!(tally[field].as_i64().unwrap() + add);
+            }
+        }
+        items.push(item);
+    }
+    (items, totals)
+}
+
+/// Checks every page of every filter of the session's context report against [`recount`];
+/// `present` are the states some item must be in, so that their filters are exercised.
+async fn agrees_with_a_recount(app: &TestApp, id: &str, present: &[&str]) {
+    let (all, totals) = recount(app, id).await;
+    let head = all.len() as i64;
+    for state in present {
+        assert!(
+            all.iter().any(|i| i["state"] == *state),
+            "some item is {state}"
+        );
+    }
+    let whole = app
+        .get(&format!("/sessions/{id}/context?limit=2000"))
+        .await
+        .body;
+    assert_eq!(whole["totals"], totals);
+    assert_eq!(whole["head_seq"], head);
+    assert_eq!(whole["items"].as_array().unwrap(), &all);
+    assert!(whole.get("next_after_seq").is_none());
+
+    let ranges = [
+        (None, None),
+        (Some(5), Some(head - 3)),
+        (Some(head - 2), None),
+        (None, Some(0)),
+    ];
+    for state in [
+        None,
+        Some("pinned"),
+        Some("active"),
+        Some("retained"),
+        Some("archived"),
+    ] {
+        for limit in [1, 4, 2000] {
+            for (from, to) in ranges {
+                let expected: Vec<&Value> = all
+                    .iter()
+                    .filter(|i| state.is_none_or(|s| i["state"] == s))
+                    .filter(|i| from.is_none_or(|f| i["seq"].as_i64().unwrap() >= f))
+                    .filter(|i| to.is_none_or(|t| i["seq"].as_i64().unwrap() <= t))
+                    .collect();
+                let mut filters = format!("limit={limit}");
+                for (name, value) in [
+                    ("state", state.map(str::to_owned)),
+                    ("from_seq", from.map(|f| f.to_string())),
+                    ("to_seq", to.map(|t| t.to_string())),
+                ] {
+                    if let Some(value) = value {
+                        filters.push_str(&format!("&{name}={value}"));
+                    }
+                }
+                let mut seen: Vec<Value> = Vec::new();
+                let mut after = String::new();
+                loop {
+                    let page = app
+                        .get(&format!("/sessions/{id}/context?{filters}{after}"))
+                        .await
+                        .body;
+                    assert_eq!(page["totals"], totals, "{filters}{after}");
+                    let items = page["items"].as_array().unwrap();
+                    assert!(items.len() <= limit, "{filters}{after}");
+                    seen.extend(items.iter().cloned());
+                    match page["next_after_seq"].as_i64() {
+                        Some(next) => {
+                            assert_eq!(
+                                items.len(),
+                                limit,
+                                "only a full page has a next one: {filters}{after}"
+                            );
+                            after = format!("&after_seq={next}");
+                        }
+                        None => break,
+                    }
+                }
+                assert_eq!(seen.iter().collect::<Vec<_>>(), expected, "{filters}");
+            }
+        }
+    }
+}
+
+on_both_backends! {
+    async fn the_context_report_agrees_with_a_full_recount(app) {
+        let id = app.create_session(json!({"config": {
+            "context_window": 8000, "max_output_tokens": 500, "tokenizer": "chars4",
+            "min_tail_messages": 4, "offload_threshold_chars": 400,
+            "thresholds": {"warn": 0.6, "soft": 0.799, "full": 0.8, "emergency": 0.95}
+        }})).await;
+        app.append(&id, json!([
+            {"type": "message", "role": "system", "content": "You are a log analyst."},
+            {"type": "message", "role": "user", "content": "never forget: use tabs", "pinned": true}
+        ])).await;
+        let records = grow(&app, &id, 25, "a").await;
+        agrees_with_a_recount(&app, &id, &["pinned", "active", "retained", "archived"]).await;
+        let mut tiers: Vec<Value> = records.iter().filter(|r| r["acted"] == true).map(|r| r["tier"].clone()).collect();
+        // A burst the view cannot hold.
+        let mut burst = vec![user("now read everything"), json!({"type": "note", "content": "keep", "pinned": true})];
+        burst.extend(exchange("huge", 40_000));
+        app.append(&id, Value::Array(burst)).await;
+        tiers.push(compact(&app, &id, json!({})).await["record"]["tier"].clone());
+        for tier in ["warn", "full", "emergency"] {
+            assert!(tiers.contains(&json!(tier)), "the session went through {tier}: {tiers:?}");
+        }
+        agrees_with_a_recount(&app, &id, &["pinned", "archived"]).await;
+        grow(&app, &id, 3, "b").await;
+        compact(&app, &id, json!({"overflow_retry": 1})).await;
+        // And events appended since the last view.
+        app.append(&id, json!([user("one more"), {"type": "note", "content": "later", "pinned": true}])).await;
+
+        agrees_with_a_recount(&app, &id, &["pinned", "active", "retained", "archived"]).await;
+    }
+}

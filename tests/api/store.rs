@@ -180,3 +180,47 @@ store_on_both_backends! {
         assert_eq!(store.session_since(s.id, 1_005).await.unwrap().unwrap().version, 2);
     }
 }
+
+store_on_both_backends! {
+    async fn item_rows_read_one_bounded_page(store) {
+        use ctxd::domain::state::{CompactionState, FoldedRange};
+        use ctxd::domain::compaction::Reason;
+
+        let s = store.create_session(&NewSession::default()).await.unwrap();
+        let notes: Vec<Value> = (0..50).map(|i| json!({"type": "note", "content": format!("n{i}"), "pinned": i % 10 == 0})).collect();
+        store.append_events(s.id, &batch(Value::Array(notes)), None).await.unwrap();
+        let seqs = |rows: &[ctxd::store::ItemRow]| rows.iter().map(|r| r.seq).collect::<Vec<_>>();
+
+        // A page is `after < seq ≤ to`, in seq order, never more than asked for.
+        let page = store.item_rows(s.id, 10, 40, 6).await.unwrap();
+        assert_eq!(seqs(&page), [11, 12, 13, 14, 15, 16]);
+        assert_eq!(seqs(&store.item_rows(s.id, 37, 40, 6).await.unwrap()), [38, 39, 40]);
+        assert!(store.item_rows(s.id, 50, i64::MAX, 6).await.unwrap().is_empty());
+        let all = store.item_rows(s.id, 0, i64::MAX, 1_000).await.unwrap();
+        assert_eq!(all.len(), 50);
+        assert_eq!((all[0].pinned, all[1].pinned, all[0].tokens), (true, false, 3));
+        assert_eq!(all[0].event_type, ctxd::domain::event::EventType::Note);
+
+        // The view's rows: a seq range and the listed seqs before it, nothing else.
+        let view = store.view_item_rows(s.id, 45, 48, &[1, 11, 21, 46]).await.unwrap();
+        assert_eq!(seqs(&view), [1, 11, 21, 46, 47, 48]);
+        assert_eq!(seqs(&store.view_item_rows(s.id, 48, 50, &[]).await.unwrap()), [49, 50]);
+
+        // Folded ranges: only those that hold a seq of the span asked for.
+        let id = uuid::Uuid::now_v7();
+        let range = |from_seq, to_seq| FoldedRange { from_seq, to_seq, compaction_id: id, reason: Reason::Summarized };
+        let ranges = [range(1, 5), range(6, 9), range(10, 20), range(21, 30)];
+        assert!(store.save_compaction(s.id, 0, &CompactionState::default(), None, &ranges).await.unwrap());
+        let span = |from, to| {
+            let store = store.clone();
+            async move {
+                store.folded_ranges(s.id, from, to).await.unwrap().iter().map(|r| r.from_seq).collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(span(7, 12).await, [6, 10]);
+        assert_eq!(span(10, 10).await, [10]);
+        assert_eq!(span(31, 40).await, Vec::<i64>::new());
+        assert_eq!(span(0, 100).await, [1, 6, 10, 21]);
+        assert_eq!(store.folded_ranges(s.id, 2, 2).await.unwrap(), [range(1, 5)]);
+    }
+}

@@ -299,8 +299,10 @@ pub struct UsageResponse {
         "compaction_id": "01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f"})),
     responses(
         (status = 200, description = "The calibration now applied", body = UsageResponse),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session or compaction", body = Problem,
             content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Counts that are not positive, or neither or both of compaction_id and view_tokens",
             body = Problem, content_type = "application/problem+json")
     ))]

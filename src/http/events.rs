@@ -207,13 +207,16 @@ fn text_bytes(event: &NewEvent) -> usize {
     match &event.body {
         EventBody::Message(m) => {
             m.content.len()
+                + m.name.as_ref().map_or(0, String::len)
                 + m.tool_calls
                     .iter()
                     .map(|c| c.name.len() + c.arguments_text().len())
                     .sum::<usize>()
         }
         EventBody::Note(n) => n.content.len(),
-        EventBody::EpisodeStart(e) => e.name.len(),
+        EventBody::EpisodeStart(e) => {
+            e.name.len() + e.dependencies.iter().map(String::len).sum::<usize>()
+        }
         EventBody::EpisodeEnd(e) => e.name.len() + e.conclusion.len(),
     }
 }

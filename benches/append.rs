@@ -11,9 +11,9 @@
 //! - c. single-event appends: latency p50, p99 and mean (goal: p50 < 1 ms on PostgreSQL).
 //!
 //! Each scenario is warmed up in a session of its own first. Then, to show where the time of a
-//! request goes, the handler's steps (parse and validate, count tokens, read the session, the
-//! append transaction) are replayed directly against the store in another fresh session and
-//! timed one by one. On PostgreSQL the bench also times the server's own single-row commit, the
+//! request goes, the handler's steps (parse and validate, count tokens with `tokens::count_all`
+//! as the handler does, read the session, the append transaction) are replayed directly against
+//! the store in another fresh session and timed one by one. On PostgreSQL the bench also times the server's own single-row commit, the
 //! floor under any durable append.
 //!
 //! Every event carries a client id, as an agent that retries would send. Every append must
@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use ctxd::domain::append::CountedEvent;
 use ctxd::domain::event::{EventBody, EventInput, NewEvent};
 use ctxd::store::{PostgresStore, SqliteStore, Store};
-use ctxd::tokens::Tokenizer;
+use ctxd::tokens::{self, Tokenizer};
 use ctxd::{app, AppState, Limits};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -272,7 +272,7 @@ impl Server {
             let start = Instant::now();
             let events = parse(&request.body);
             let parsed = Instant::now();
-            let counted = count_like_the_handler(events);
+            let counted = count_like_the_handler(events).await;
             let tokens_counted = Instant::now();
             self.store
                 .get_session(session)
@@ -360,47 +360,20 @@ fn parse(body: &[u8]) -> Vec<NewEvent> {
         .collect()
 }
 
-/// Counts tokens as the handler does: on one thread below 64 KB of text, else split by bytes
-/// across every core.
-fn count_like_the_handler(events: Vec<NewEvent>) -> Vec<CountedEvent> {
-    let bytes: usize = events.iter().map(|e| text_bytes(&e.body)).sum();
-    let threads = if bytes < 64 * 1024 {
-        1
-    } else {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    };
-    let count = |chunk: Vec<NewEvent>| -> Vec<CountedEvent> {
-        chunk
-            .into_iter()
-            .map(|event| CountedEvent {
-                tokens: event.body.tokens(TOKENIZER),
-                event,
-            })
-            .collect()
-    };
-    if threads == 1 {
-        return count(events);
-    }
-    let mut chunks = vec![Vec::new()];
-    let mut chunk_bytes = 0;
-    for event in events {
-        if chunk_bytes >= bytes.div_ceil(threads) {
-            chunks.push(Vec::new());
-            chunk_bytes = 0;
-        }
-        chunk_bytes += text_bytes(&event.body);
-        chunks.last_mut().expect("never empty").push(event);
-    }
-    std::thread::scope(|scope| {
-        let counters: Vec<_> = chunks
-            .into_iter()
-            .map(|chunk| scope.spawn(move || count(chunk)))
-            .collect();
-        counters
-            .into_iter()
-            .flat_map(|c| c.join().expect("counting thread"))
-            .collect()
-    })
+/// Counts tokens with the function the handler calls: on the blocking pool, split across the
+/// cores above `tokens::PARALLEL_COUNT_BYTES` of text.
+async fn count_like_the_handler(events: Vec<NewEvent>) -> Vec<CountedEvent> {
+    tokens::count_all(
+        TOKENIZER,
+        events,
+        |e| text_bytes(&e.body),
+        |e, tokenizer| e.body.tokens(tokenizer),
+    )
+    .await
+    .expect("counting tokens")
+    .into_iter()
+    .map(|(event, tokens)| CountedEvent { event, tokens })
+    .collect()
 }
 
 /// The tokenizer alone, single-threaded, over the events of `workload`: the median of a few
@@ -779,7 +752,7 @@ fn report(results: &[BackendResult], mixed: &Workload, commit_probe: Option<Comm
 
     println!(
         "\nwhere a request's time goes: mean ms per request; the handler's steps replayed \
-         against the store (count split across cores as the handler does), HTTP measured end to end above"
+         against the store (count: the handler's tokens::count_all), HTTP measured end to end above"
     );
     println!(
         "{:<9} {:<10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",

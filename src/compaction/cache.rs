@@ -10,10 +10,11 @@ use std::sync::Mutex;
 
 use uuid::Uuid;
 
-use crate::domain::event::Event;
+use serde_json::{Map, Value};
+
+use crate::domain::event::{Event, EventBody};
 use crate::domain::state::CompactionState;
 use crate::engine::render::Fragments;
-use crate::engine::view;
 use crate::store::{Store, StoreError, StoredState};
 
 /// The events of one session's view: those kept at or before `checkpoint`, then every event
@@ -44,11 +45,7 @@ impl CachedView {
     }
 
     fn bytes(&self) -> usize {
-        let events: usize = self
-            .events
-            .iter()
-            .map(|e| 256 + view::text_of(e).len())
-            .sum();
+        let events: usize = self.events.iter().map(event_bytes).sum();
         let state = self.state.as_ref().map_or(0, |s| {
             let summary = &s.state.summary;
             let a = &summary.anchors;
@@ -130,6 +127,55 @@ impl CachedView {
     }
 }
 
+/// Bytes an event holds besides its strings and JSON: its own size and allocation headers.
+const EVENT_OVERHEAD: usize = 256;
+
+/// The bytes an event holds: every string it owns (ids, names, content, conclusion,
+/// dependencies), its tool calls' arguments and its metadata, walked node by node.
+fn event_bytes(event: &Event) -> usize {
+    let text = |s: &Option<String>| s.as_ref().map_or(0, |s| s.len());
+    let body = match &event.body {
+        EventBody::Message(m) => {
+            let calls: usize = m
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    std::mem::size_of_val(c) + c.id.len() + c.name.len() + value_bytes(&c.arguments)
+                })
+                .sum();
+            m.content.len() + calls + text(&m.tool_call_id) + text(&m.name)
+        }
+        EventBody::EpisodeStart(e) => {
+            e.name.len()
+                + e.dependencies
+                    .iter()
+                    .map(|d| std::mem::size_of::<String>() + d.len())
+                    .sum::<usize>()
+        }
+        EventBody::EpisodeEnd(e) => e.name.len() + e.conclusion.len(),
+        EventBody::Note(n) => n.content.len(),
+    };
+    EVENT_OVERHEAD + text(&event.id) + body + event.metadata.as_ref().map_or(0, map_bytes)
+}
+
+/// The bytes a JSON value holds: a node per value, and the text of its strings and keys.
+/// (Parsed JSON is at most 128 levels deep, so the walk's recursion is bounded.)
+fn value_bytes(value: &Value) -> usize {
+    std::mem::size_of::<Value>()
+        + match value {
+            Value::String(s) => s.len(),
+            Value::Array(items) => items.iter().map(value_bytes).sum(),
+            Value::Object(map) => map_bytes(map),
+            Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+        }
+}
+
+fn map_bytes(map: &Map<String, Value>) -> usize {
+    map.iter()
+        .map(|(key, value)| std::mem::size_of::<String>() + key.len() + value_bytes(value))
+        .sum()
+}
+
 /// Cached views by session, within a byte budget; the least recently used go first.
 pub struct ViewCache {
     budget_bytes: usize,
@@ -147,7 +193,7 @@ impl ViewCache {
     /// The default budget, in bytes.
     pub const DEFAULT_BYTES: usize = 256 * 1024 * 1024;
 
-    /// A cache of at most `budget_bytes` of event text (0 keeps nothing).
+    /// A cache of at most `budget_bytes` of events, rendered JSON and states (0 keeps nothing).
     pub fn new(budget_bytes: usize) -> Self {
         Self {
             budget_bytes,
@@ -198,5 +244,104 @@ impl ViewCache {
                 inner.bytes -= freed;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::event::{Message, Role, ToolCall};
+
+    fn event(seq: i64, content: &str, arguments: Value, metadata: Option<Value>) -> Event {
+        let tool_calls = if arguments.is_null() {
+            Vec::new()
+        } else {
+            vec![ToolCall {
+                id: format!("call_{seq}"),
+                name: "write_file".into(),
+                arguments,
+            }]
+        };
+        Event {
+            seq,
+            id: Some(format!("e{seq}")),
+            body: EventBody::Message(Message {
+                role: Role::Assistant,
+                content: content.into(),
+                tool_calls,
+                tool_call_id: None,
+                name: None,
+                is_error: None,
+            }),
+            pinned: false,
+            metadata: metadata.and_then(|m| m.as_object().cloned()),
+            tokens: 1,
+            created_at: Utc::now(),
+        }
+    }
+
+    fn view_of(events: Vec<Event>) -> CachedView {
+        CachedView {
+            events,
+            ..CachedView::default()
+        }
+    }
+
+    const MB: usize = 1024 * 1024;
+
+    /// An event whose text is two bytes and whose `what` holds `big`.
+    fn heavy(what: &str, big: &str) -> Event {
+        match what {
+            "metadata" => event(1, "ok", Value::Null, Some(json!({ "blob": big }))),
+            "metadata nested in arrays" => {
+                event(1, "ok", Value::Null, Some(json!({"a": [[{ "b": big }]]})))
+            }
+            "arguments as an object" => event(1, "ok", json!({ "content": big }), None),
+            _ => event(1, "ok", Value::String(big.into()), None),
+        }
+    }
+
+    #[test]
+    fn an_event_counts_its_arguments_and_metadata_not_only_its_text() {
+        let big = "x".repeat(2 * MB);
+        for what in [
+            "metadata",
+            "metadata nested in arrays",
+            "arguments as an object",
+            "arguments as a string",
+        ] {
+            let bytes = view_of(vec![heavy(what, &big)]).bytes();
+            assert!(bytes > 2 * MB, "{what}: {bytes} bytes counted");
+            let cache = ViewCache::new(MB);
+            let session = Uuid::now_v7();
+            cache.put(session, view_of(vec![event(1, "ok", Value::Null, None)]));
+            assert_eq!(
+                cache.take(session).events().len(),
+                1,
+                "a small view is kept"
+            );
+            cache.put(session, view_of(vec![heavy(what, &big)]));
+            assert!(
+                cache.take(session).events().is_empty(),
+                "{what}: a view of more than the budget is refused"
+            );
+        }
+    }
+
+    #[test]
+    fn heavy_views_evict_the_least_recently_used_to_keep_the_budget() {
+        let cache = ViewCache::new(3 * MB);
+        let (first, second) = (Uuid::now_v7(), Uuid::now_v7());
+        let metadata = || Some(json!({ "trace": "m".repeat(2 * MB) }));
+        cache.put(first, view_of(vec![event(1, "a", Value::Null, metadata())]));
+        cache.put(
+            second,
+            view_of(vec![event(1, "b", Value::Null, metadata())]),
+        );
+        assert!(cache.take(first).events().is_empty(), "the older view went");
+        assert_eq!(cache.take(second).events().len(), 1, "the newer one stays");
     }
 }

@@ -78,6 +78,9 @@ pub enum ApiError {
     },
     #[error("{0}")]
     Unavailable(String),
+    /// The connection to the database failed (503). The cause is logged, never sent.
+    #[error("the connection to the database failed: {0}")]
+    DatabaseUnreachable(String),
     #[error("{0}")]
     Timeout(String),
     /// The cause is logged, never sent.
@@ -108,7 +111,7 @@ impl ApiError {
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable(_) | Self::DatabaseUnreachable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -123,7 +126,9 @@ impl ApiError {
             Self::PayloadTooLarge(_) => ("payload-too-large", "Payload too large"),
             Self::UnsupportedMediaType(_) => ("unsupported-media-type", "Unsupported media type"),
             Self::Validation { .. } => ("validation-failed", "Validation failed"),
-            Self::Unavailable(_) => ("unavailable", "Service unavailable"),
+            Self::Unavailable(_) | Self::DatabaseUnreachable(_) => {
+                ("unavailable", "Service unavailable")
+            }
             Self::Timeout(_) => ("timeout", "Request timed out"),
             Self::Internal(_) => ("internal", "Internal server error"),
         }
@@ -143,6 +148,10 @@ impl ApiError {
                 tracing::error!(request_id = context.id.as_deref(), %cause, "internal error");
                 "the server failed to handle this request; the request id identifies it in the logs"
                     .to_owned()
+            }
+            Self::DatabaseUnreachable(cause) => {
+                tracing::error!(request_id = context.id.as_deref(), %cause, "the connection to the database failed");
+                "the connection to the database failed; retry".to_owned()
             }
             other => other.to_string(),
         };
@@ -182,9 +191,7 @@ impl From<StoreError> for ApiError {
             StoreError::Database(sqlx::Error::PoolTimedOut) => {
                 Self::Unavailable("the database is overloaded; retry shortly".into())
             }
-            StoreError::Database(sqlx::Error::Io(e)) => Self::Unavailable(format!(
-                "the connection to the database failed ({e}); retry"
-            )),
+            StoreError::Database(sqlx::Error::Io(e)) => Self::DatabaseUnreachable(e.to_string()),
             other => Self::Internal(other.to_string()),
         }
     }
@@ -306,4 +313,84 @@ pub fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response<Bo
         .status(StatusCode::INTERNAL_SERVER_ERROR)
         .body(Body::empty())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// The log lines written while `f` runs, and what `f` returned.
+    fn logged<T>(f: impl FnOnce() -> T) -> (String, T) {
+        #[derive(Clone, Default)]
+        struct Lines(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Lines {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().expect("log buffer").extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let out = tracing::subscriber::with_default(subscriber, f);
+        let text = String::from_utf8_lossy(&lines.0.lock().expect("log buffer")).into_owned();
+        (text, out)
+    }
+
+    /// The problem document `error` answers in a request with id `req-7`.
+    async fn answer(error: ApiError) -> (StatusCode, Value, String) {
+        let context = RequestContext {
+            id: Some("req-7".into()),
+            path: "/sessions".into(),
+        };
+        let (log, response) = REQUEST.sync_scope(context, || logged(|| error.into_response()));
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        (status, serde_json::from_slice(&body).expect("JSON"), log)
+    }
+
+    use serde_json::Value;
+
+    #[tokio::test]
+    async fn a_database_connection_failure_is_logged_not_sent() {
+        let cause = std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "connect to db-internal.example:5432 as ctxd_owner",
+        );
+        let error = ApiError::from(StoreError::Database(sqlx::Error::Io(cause)));
+        let (status, body, log) = answer(error).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["type"], "urn:ctxd:problem:unavailable");
+        assert_eq!(body["request_id"], "req-7");
+        let sent = body.to_string();
+        assert!(!sent.contains("db-internal"), "the cause leaked: {sent}");
+        assert!(!sent.contains("ctxd_owner"), "the cause leaked: {sent}");
+        assert_eq!(
+            body["detail"],
+            "the connection to the database failed; retry"
+        );
+        assert!(
+            log.contains("db-internal.example:5432") && log.contains("req-7"),
+            "the cause is logged with the request id: {log}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_internal_cause_is_logged_not_sent() {
+        let error = ApiError::Internal("row decode failed: column secret_col".into());
+        let (status, body, log) = answer(error).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!body.to_string().contains("secret_col"), "{body}");
+        assert!(log.contains("secret_col") && log.contains("req-7"), "{log}");
+    }
 }

@@ -13,13 +13,10 @@ use super::extract;
 use super::AppState;
 use crate::domain::append::CountedEvent;
 use crate::domain::event::{Event, EventInput, NewEvent};
-use crate::tokens::Tokenizer;
+use crate::tokens::{self, Tokenizer};
 
 const DEFAULT_PAGE: u32 = 100;
 const MAX_PAGE: u32 = 1_000;
-/// Below this many bytes of text a batch is counted in one blocking task; above it, the batch
-/// is split so that every core counts a share.
-const PARALLEL_COUNT_BYTES: usize = 64 * 1024;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(append_events, list_events))
@@ -188,73 +185,40 @@ async fn append_events(
     ))
 }
 
-/// Counts every event's tokens on the blocking pool, split across the cores for large batches,
-/// so that the async workers keep serving other requests meanwhile.
+/// Counts every event's tokens with the session's tokenizer (see [`tokens::count_all`]).
 async fn count_tokens(
     tokenizer: Tokenizer,
     events: Vec<NewEvent>,
 ) -> Result<Vec<CountedEvent>, ApiError> {
-    let text_bytes: usize = events.iter().map(approximate_text_bytes).sum();
-    let workers = if text_bytes < PARALLEL_COUNT_BYTES {
-        1
-    } else {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    };
-    let chunks = split_by_bytes(events, text_bytes.div_ceil(workers).max(1));
-    let tasks: Vec<_> = chunks
+    let counted = tokens::count_all(tokenizer, events, text_bytes, |event, tokenizer| {
+        event.body.tokens(tokenizer)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("token counting failed: {e}")))?;
+    Ok(counted
         .into_iter()
-        .map(|chunk| {
-            tokio::task::spawn_blocking(move || {
-                chunk
-                    .into_iter()
-                    .map(|event| CountedEvent {
-                        tokens: event.body.tokens(tokenizer),
-                        event,
-                    })
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    let mut counted = Vec::new();
-    for task in tasks {
-        counted.extend(
-            task.await
-                .map_err(|e| ApiError::Internal(format!("token counting failed: {e}")))?,
-        );
-    }
-    Ok(counted)
+        .map(|(event, tokens)| CountedEvent { event, tokens })
+        .collect())
 }
 
-fn approximate_text_bytes(event: &NewEvent) -> usize {
+/// About how many bytes of text counting `event` reads: shares a large batch between the cores.
+fn text_bytes(event: &NewEvent) -> usize {
     use crate::domain::event::EventBody;
     match &event.body {
         EventBody::Message(m) => {
             m.content.len()
+                + m.name.as_ref().map_or(0, String::len)
                 + m.tool_calls
                     .iter()
                     .map(|c| c.name.len() + c.arguments_text().len())
                     .sum::<usize>()
         }
         EventBody::Note(n) => n.content.len(),
-        EventBody::EpisodeStart(e) => e.name.len(),
+        EventBody::EpisodeStart(e) => {
+            e.name.len() + e.dependencies.iter().map(String::len).sum::<usize>()
+        }
         EventBody::EpisodeEnd(e) => e.name.len() + e.conclusion.len(),
     }
-}
-
-/// Splits events, keeping their order, into runs of about `target` bytes each.
-fn split_by_bytes(events: Vec<NewEvent>, target: usize) -> Vec<Vec<NewEvent>> {
-    let mut chunks = vec![Vec::new()];
-    let mut bytes = 0;
-    for event in events {
-        let size = approximate_text_bytes(&event);
-        if bytes >= target {
-            chunks.push(Vec::new());
-            bytes = 0;
-        }
-        bytes += size;
-        chunks.last_mut().expect("never empty").push(event);
-    }
-    chunks
 }
 
 /// Read the log, oldest first, in pages.

@@ -2,7 +2,12 @@
 //!
 //! Costs are computed once, at append, with the session's tokenizer and stored with the event.
 //! The BPE encodings come from `bpe-openai`, chosen by measurement over `tiktoken-rs`
-//! (docs/benchmarks.md); both give identical counts.
+//! (docs/benchmarks.md); both give identical counts. [`count_all`] counts a batch on the
+//! blocking pool.
+
+mod batch;
+
+pub use batch::{count_all, PARALLEL_COUNT_BYTES};
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

@@ -266,6 +266,17 @@ pub struct NewEvent {
     pub metadata: Option<Map<String, Value>>,
 }
 
+/// A stored event without its content: what the context report needs of an item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    pub seq: i64,
+    pub id: Option<String>,
+    pub event_type: EventType,
+    pub role: Option<Role>,
+    pub pinned: bool,
+    pub tokens: i64,
+}
+
 /// An event as stored: immutable once appended.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Event {

@@ -11,26 +11,13 @@ use utoipa::ToSchema;
 use super::inspect::{standing, ItemStanding};
 use super::tier_for;
 use crate::domain::compaction::{ItemState, Projection, Tier};
-use crate::domain::event::{EventType, Role};
+use crate::domain::event::{EventType, Item, Role};
 use crate::domain::session::Session;
 use crate::domain::state::{CompactionState, FoldedRange};
 
-/// A stored event without its content: what the report needs of an item.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Item {
-    pub seq: i64,
-    pub id: Option<String>,
-    pub event_type: EventType,
-    pub role: Option<Role>,
-    pub pinned: bool,
-    pub tokens: i64,
-}
-
-impl Item {
-    /// How the item stands; `ranges` only name the compaction of an archived item.
-    fn standing(&self, state: &CompactionState, ranges: &[FoldedRange]) -> ItemStanding {
-        standing(self.seq, self.role, self.pinned, self.tokens, state, ranges)
-    }
+/// How `item` stands; `ranges` only name the compaction of an archived item.
+fn standing_of(item: &Item, state: &CompactionState, ranges: &[FoldedRange]) -> ItemStanding {
+    standing(item.seq, item.role, item.pinned, item.tokens, state, ranges)
 }
 
 /// One item of the session's context.
@@ -124,7 +111,7 @@ pub fn totals(session: &Session, state: &CompactionState, view: &[Item]) -> Cont
             .add(tally);
     };
     for item in view {
-        let s = item.standing(state, &[]);
+        let s = standing_of(item, state, &[]);
         add(
             s.state,
             s.projection,
@@ -292,7 +279,7 @@ impl<'s> Page<'s> {
             let wanted = self
                 .query
                 .state
-                .is_none_or(|want| want == item.standing(self.state, &[]).state);
+                .is_none_or(|want| want == standing_of(&item, self.state, &[]).state);
             if !wanted {
                 continue;
             }
@@ -328,7 +315,7 @@ impl<'s> Page<'s> {
             .items
             .into_iter()
             .map(|item| ContextItem {
-                standing: item.standing(self.state, ranges),
+                standing: standing_of(&item, self.state, ranges),
                 seq: item.seq,
                 id: item.id,
                 event_type: item.event_type,

@@ -13,9 +13,8 @@ use super::error::{ApiError, Problem};
 use super::extract;
 use super::AppState;
 use crate::domain::compaction::{Anchors, ItemState, Tier};
-use crate::engine::report::{self, ContextItem, ContextTotals, Item, PageQuery};
+use crate::engine::report::{self, ContextItem, ContextTotals, PageQuery};
 use crate::engine::view;
-use crate::store::ItemRow;
 
 const DEFAULT_ITEMS: u32 = 200;
 const MAX_ITEMS: u32 = 2_000;
@@ -125,13 +124,10 @@ async fn context(
         .ok_or_else(|| ApiError::session_not_found(id))?;
     let stored = stored.state;
     let read = report::view_read(&session, &stored);
-    let view: Vec<Item> = state
+    let view = state
         .store
         .view_item_rows(id, read.after_seq, read.to_seq, &read.also)
-        .await?
-        .into_iter()
-        .map(item)
-        .collect();
+        .await?;
     let query = PageQuery {
         state: params.state,
         from_seq: params.from_seq,
@@ -145,7 +141,7 @@ async fn context(
             .store
             .item_rows(id, read.after_seq, read.to_seq, read.limit)
             .await?;
-        page.add_read(read, rows.into_iter().map(item).collect());
+        page.add_read(read, rows);
     }
     let ranges = match page.span() {
         Some((from, to)) => state.store.folded_ranges(id, from, to).await?,
@@ -172,17 +168,6 @@ async fn context(
         items,
         next_after_seq,
     }))
-}
-
-fn item(row: ItemRow) -> Item {
-    Item {
-        seq: row.seq,
-        id: row.id,
-        event_type: row.event_type,
-        role: row.role,
-        pinned: row.pinned,
-        tokens: row.tokens,
-    }
 }
 
 /// An exact slice of an item's content.

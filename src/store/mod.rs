@@ -22,7 +22,7 @@ use uuid::Uuid;
 
 use crate::domain::append::{Ack, AppendRejection, CallFacts, CountedEvent};
 use crate::domain::compaction::CompactionRecord;
-use crate::domain::event::{Event, EventType, Role};
+use crate::domain::event::Event;
 use crate::domain::session::{Labels, NewSession, Session};
 use crate::domain::state::{CompactionState, FoldedRange};
 
@@ -198,16 +198,8 @@ pub struct SessionSince {
     pub complete: bool,
 }
 
-/// An event without its content: what the context report needs of an item.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ItemRow {
-    pub seq: i64,
-    pub id: Option<String>,
-    pub event_type: EventType,
-    pub role: Option<Role>,
-    pub pinned: bool,
-    pub tokens: i64,
-}
+/// An event without its content, as the context report reads it.
+pub use crate::domain::event::Item as ItemRow;
 
 /// [`Store::session_since`] reads at most this many events at once.
 const SESSION_SINCE_RANGE: i64 = 1_000;

@@ -209,13 +209,15 @@ fn decide<V>(
                             .into(),
                     ),
                 ),
-                _ => {
-                    summaries.asked_model = summarizer.is_some();
-                    let deadline = summarizer
-                        .map_or(request.summary_deadline, |s| s.timeout())
-                        .min(request.summary_deadline);
-                    handle.block_on(summary::summarize(summarizer, request_summary, deadline))
-                }
+                _ => match summarizer {
+                    // Nothing to wait for: the deterministic summary is pure.
+                    None => SummaryOutcome::deterministic(request_summary, None),
+                    Some(s) => {
+                        summaries.asked_model = true;
+                        let deadline = s.timeout().min(request.summary_deadline);
+                        handle.block_on(summary::summarize(Some(s), request_summary, deadline))
+                    }
+                },
             };
             summaries.kept = Some((key, outcome.clone()));
             pending.resume(outcome)

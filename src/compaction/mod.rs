@@ -18,11 +18,11 @@ use summary::SummaryKey;
 
 use crate::domain::compaction::{CompactionRecord, Mode, ViewMessage};
 use crate::domain::session::Session;
-use crate::domain::state::{CompactionState, FoldedRange};
+use crate::domain::state::CompactionState;
 use crate::engine::render::Fragments;
 use crate::engine::{self, EngineError, EngineInput, EngineOutput, Step};
 use crate::store::{Store, StoreError, StoredState};
-use crate::summarize::{Summarizer, SummaryOutcome};
+use crate::summarize::{Summarizer, SummaryOutcome, SummaryRequest};
 
 /// How many times a compaction starts again after losing a race before giving up.
 const ATTEMPTS: usize = 8;
@@ -63,13 +63,16 @@ pub enum CompactError {
     Worker(String),
 }
 
-/// What one attempt decided, owning everything (the view is already presented).
-struct Decided<V> {
-    view: V,
-    state: CompactionState,
-    record: CompactionRecord,
-    folded: Vec<FoldedRange>,
-    changed: bool,
+/// What one attempt came to.
+enum Attempt<V> {
+    /// The view, presented, with the state as now stored when it was written.
+    Done {
+        view: V,
+        record: CompactionRecord,
+        saved: Option<CompactionState>,
+    },
+    /// Another compaction wrote first: start again from its state.
+    Lost,
 }
 
 /// The summary a compaction got, kept across attempts: a compaction that lost the race to
@@ -81,16 +84,24 @@ struct Summaries {
     asked_model: bool,
 }
 
-/// Compacts a session's context and returns the view to send, as `present` makes it from the
-/// view's messages (which borrow from the events, so nothing is copied unless `present` copies
-/// it) and the JSON this replica keeps of their rendering. The view's events come from `cache`
-/// when this replica has them, else from the store.
+/// The view a compaction ended with, as `present` sees it: its messages (which borrow from
+/// the events), the JSON this replica keeps of their rendering, the record, and whether the
+/// record was stored (false for dry runs and for calls that changed nothing).
+pub struct Presented<'p, 'a> {
+    pub messages: &'p [ViewMessage<'a>],
+    pub fragments: &'p mut Fragments,
+    pub record: &'p CompactionRecord,
+    pub persisted: bool,
+}
+
+/// Compacts a session's context and returns the view to send, as `present` makes it. The
+/// view's events come from `cache` when this replica has them, else from the store.
 ///
-/// The engine, the summary it may ask for and `present` run on the blocking pool, off the
-/// async workers. A model is asked at most once per call: a compaction that lost the race and
-/// folds the same events again reuses the summary it has.
+/// Each attempt (the engine, the summary it may ask for, writing the state and `present`)
+/// runs on the blocking pool, off the async workers. A model is asked at most once per call: a
+/// compaction that lost the race and folds the same events again reuses the summary it has.
 pub async fn compact_session<V, P>(
-    store: &dyn Store,
+    store: Arc<dyn Store>,
     summarizer: Option<Arc<dyn Summarizer>>,
     cache: &ViewCache,
     session_id: Uuid,
@@ -99,145 +110,169 @@ pub async fn compact_session<V, P>(
 ) -> Result<Compacted<V>, CompactError>
 where
     V: Send + 'static,
-    P: Fn(&[ViewMessage<'_>], &mut Fragments) -> V + Send + Sync + 'static,
+    P: Fn(Presented<'_, '_>) -> V + Send + Sync + 'static,
 {
     let present = Arc::new(present);
     let mut summaries = Summaries::default();
     let mut cached = cache.take(session_id);
     for _ in 0..ATTEMPTS {
         let started = Instant::now();
-        let (session, stored, view) = load(store, session_id, cached).await?;
-        let (view, stored, decided, kept) = {
-            let summarizer = summarizer.clone();
-            let present = Arc::clone(&present);
-            let handle = tokio::runtime::Handle::current();
-            tokio::task::spawn_blocking(move || {
-                let mut view = view;
-                let mut summaries = summaries;
-                let decided = decide(
-                    &handle,
-                    summarizer.as_deref(),
-                    &session,
-                    &stored.state,
-                    &mut view,
-                    request,
-                    &mut summaries,
-                    &*present,
-                );
-                (view, stored, decided, summaries)
-            })
-            .await
-            .map_err(|e| CompactError::Worker(e.to_string()))?
+        let (session, stored, view) = load(&*store, session_id, cached).await?;
+        let job = Job {
+            handle: tokio::runtime::Handle::current(),
+            store: Arc::clone(&store),
+            summarizer: summarizer.clone(),
+            session,
+            stored,
+            request,
+            started,
         };
+        let present = Arc::clone(&present);
+        let (view, stored, attempt, kept) = tokio::task::spawn_blocking(move || {
+            let mut view = view;
+            let mut summaries = summaries;
+            let attempt = job.run(&mut view, &mut summaries, &*present);
+            (view, job.stored, attempt, summaries)
+        })
+        .await
+        .map_err(|e| CompactError::Worker(e.to_string()))?;
         cached = view;
         summaries = kept;
-        let mut decided = decided?;
-        decided.record.duration_ms = started.elapsed().as_secs_f64() * 1e3;
-        let persist = request.mode != Mode::DryRun && decided.changed;
-        let saved = persist
-            && store
-                .save_compaction(
-                    session_id,
-                    stored.version,
-                    &decided.state,
-                    Some(&decided.record),
-                    &decided.folded,
-                )
-                .await?;
-        if saved || !persist {
-            cached.keep_state(if saved {
-                StoredState {
-                    version: stored.version + 1,
-                    state: decided.state,
-                }
-            } else {
-                stored
-            });
-            cache.put(session_id, cached);
-            return Ok(Compacted {
-                view: decided.view,
-                record: decided.record,
-                persisted: saved,
-            });
+        match attempt? {
+            Attempt::Done {
+                view: presented,
+                record,
+                saved,
+            } => {
+                let persisted = saved.is_some();
+                cached.keep_state(match saved {
+                    Some(state) => StoredState {
+                        version: stored.version + 1,
+                        state,
+                    },
+                    None => stored,
+                });
+                cache.put(session_id, cached);
+                return Ok(Compacted {
+                    view: presented,
+                    record,
+                    persisted,
+                });
+            }
+            Attempt::Lost => {
+                tracing::debug!(%session_id, "a concurrent compaction won; starting again from its state")
+            }
         }
-        tracing::debug!(%session_id, "a concurrent compaction won; starting again from its state");
     }
     Err(CompactError::Contended)
 }
 
-/// Runs the engine over `view`, gets it the summary it asks for, and presents its view.
-#[allow(clippy::too_many_arguments)]
-fn decide<V>(
-    handle: &tokio::runtime::Handle,
-    summarizer: Option<&dyn Summarizer>,
-    session: &Session,
-    state: &CompactionState,
-    view: &mut CachedView,
+/// One attempt at a compaction, over a loaded session and state.
+struct Job {
+    handle: tokio::runtime::Handle,
+    store: Arc<dyn Store>,
+    summarizer: Option<Arc<dyn Summarizer>>,
+    session: Session,
+    stored: StoredState,
     request: CompactRequest,
-    summaries: &mut Summaries,
-    present: &dyn Fn(&[ViewMessage<'_>], &mut Fragments) -> V,
-) -> Result<Decided<V>, CompactError> {
-    let (events, fragments) = view.parts();
-    let head_seq = events
-        .last()
-        .map_or(state.checkpoint_seq, |e| e.seq)
-        .max(state.checkpoint_seq);
-    let step = engine::compact(EngineInput {
-        session_id: session.id,
-        compaction_id: Uuid::now_v7(),
-        config: &session.config,
-        state,
-        events,
-        head_seq,
-        tools_tokens: request.tools_tokens,
-        mode: request.mode,
-        overflow_retry: request.overflow_retry,
-        now: Utc::now(),
-    })?;
-    let out = match step {
-        Step::Done(out) => out,
-        Step::Summarize(pending) => {
-            let request_summary = pending.request();
-            let key = SummaryKey::of(&request_summary);
-            let outcome = match summaries.kept.take() {
-                Some((kept, outcome)) if kept == key => outcome,
-                _ if summaries.asked_model => SummaryOutcome::deterministic(
-                    request_summary,
-                    Some(
-                        "a concurrent compaction changed what this one folds; deterministic \
-                         summary used rather than asking the summariser twice"
-                            .into(),
-                    ),
-                ),
-                _ => match summarizer {
-                    // Nothing to wait for: the deterministic summary is pure.
-                    None => SummaryOutcome::deterministic(request_summary, None),
-                    Some(s) => {
-                        summaries.asked_model = true;
-                        let deadline = s.timeout().min(request.summary_deadline);
-                        handle.block_on(summary::summarize(Some(s), request_summary, deadline))
-                    }
-                },
-            };
-            summaries.kept = Some((key, outcome.clone()));
-            pending.resume(outcome)
+    started: Instant,
+}
+
+impl Job {
+    /// Runs the engine over `view`, gets it the summary it asks for, writes what changed over
+    /// the version read, and presents the view.
+    fn run<V>(
+        &self,
+        view: &mut CachedView,
+        summaries: &mut Summaries,
+        present: &dyn Fn(Presented<'_, '_>) -> V,
+    ) -> Result<Attempt<V>, CompactError> {
+        let (session, state, request) = (&self.session, &self.stored.state, self.request);
+        let (events, fragments) = view.parts();
+        let head_seq = events
+            .last()
+            .map_or(state.checkpoint_seq, |e| e.seq)
+            .max(state.checkpoint_seq);
+        let step = engine::compact(EngineInput {
+            session_id: session.id,
+            compaction_id: Uuid::now_v7(),
+            config: &session.config,
+            state,
+            events,
+            head_seq,
+            tools_tokens: request.tools_tokens,
+            mode: request.mode,
+            overflow_retry: request.overflow_retry,
+            now: Utc::now(),
+        })?;
+        let out = match step {
+            Step::Done(out) => out,
+            Step::Summarize(pending) => {
+                let outcome = self.summary(pending.request(), summaries);
+                pending.resume(outcome)
+            }
+        };
+        let EngineOutput {
+            messages,
+            state: new_state,
+            mut record,
+            folded,
+            changed,
+        } = out;
+        record.duration_ms = self.started.elapsed().as_secs_f64() * 1e3;
+        let persist = request.mode != Mode::DryRun && changed;
+        let saved = persist
+            && self.handle.block_on(self.store.save_compaction(
+                session.id,
+                self.stored.version,
+                &new_state,
+                Some(&record),
+                &folded,
+            ))?;
+        if persist && !saved {
+            return Ok(Attempt::Lost);
         }
-    };
-    let EngineOutput {
-        messages,
-        state,
-        record,
-        folded,
-        changed,
-    } = out;
-    let view = present(&messages, fragments);
-    Ok(Decided {
-        view,
-        state,
-        record,
-        folded,
-        changed,
-    })
+        let view = present(Presented {
+            messages: &messages,
+            fragments,
+            record: &record,
+            persisted: saved,
+        });
+        Ok(Attempt::Done {
+            view,
+            record,
+            saved: saved.then_some(new_state),
+        })
+    }
+
+    /// The summary of `request`: the one this compaction already has for the same events, the
+    /// operator's summariser's within the deadline, or the deterministic one.
+    fn summary(&self, request: SummaryRequest<'_>, summaries: &mut Summaries) -> SummaryOutcome {
+        let key = SummaryKey::of(&request);
+        let outcome = match summaries.kept.take() {
+            Some((kept, outcome)) if kept == key => outcome,
+            _ if summaries.asked_model => SummaryOutcome::deterministic(
+                request,
+                Some(
+                    "a concurrent compaction changed what this one folds; deterministic \
+                     summary used rather than asking the summariser twice"
+                        .into(),
+                ),
+            ),
+            _ => match self.summarizer.as_deref() {
+                // Nothing to wait for: the deterministic summary is pure.
+                None => SummaryOutcome::deterministic(request, None),
+                Some(s) => {
+                    summaries.asked_model = true;
+                    let deadline = s.timeout().min(self.request.summary_deadline);
+                    self.handle
+                        .block_on(summary::summarize(Some(s), request, deadline))
+                }
+            },
+        };
+        summaries.kept = Some((key, outcome.clone()));
+        outcome
+    }
 }
 
 /// Loads a session, its compaction state and the events of its view, on top of what `cached`

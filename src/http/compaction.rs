@@ -14,10 +14,10 @@ use uuid::Uuid;
 use super::error::{ApiError, Problem};
 use super::extract;
 use super::AppState;
-use crate::compaction::{self, CompactError, CompactRequest};
-use crate::domain::compaction::{CompactionRecord, Mode, ViewMessage};
+use crate::compaction::{self, CompactError, CompactRequest, Presented};
+use crate::domain::compaction::{CompactionRecord, Mode};
 use crate::domain::FieldError;
-use crate::engine::render::{write_view, Format, Fragments};
+use crate::engine::render::{Format, ReusingView};
 
 const DEFAULT_PAGE: u32 = 20;
 const MAX_PAGE: u32 = 200;
@@ -50,36 +50,20 @@ pub struct CompactBody {
     pub overflow_retry: u8,
 }
 
+// The answer is this, serialised in one pass: the view's parts rendered on earlier calls are
+// copied from this replica's memory (see `ReusingView`).
 /// The view to send and the record that explains it.
 #[derive(Serialize, ToSchema)]
-pub struct CompactResponse {
+pub struct CompactResponse<'a> {
     /// The request body to send, in the asked format: `{messages}` for OpenAI, `{system,
     /// messages}` for Anthropic, `{items}` for raw.
     #[schema(value_type = Object)]
-    pub view: ViewJson,
-    pub record: CompactionRecord,
+    pub view: ReusingView<'a, 'a>,
+    #[schema(value_type = CompactionRecord)]
+    pub record: &'a CompactionRecord,
     /// Whether this compaction was stored (false for dry runs and for calls that changed
     /// nothing: the record then describes the view but is not listed).
     pub persisted: bool,
-}
-
-/// A view's JSON as [`write_view`] wrote it, serialised verbatim.
-///
-/// `RawValue::from_string` would parse the whole view again to check it, which takes as long
-/// as writing it from the cached fragments; the writer only ever produces JSON, so this is
-/// emitted unchecked, the way serde_json emits a `RawValue` (a unit test holds serde_json to it).
-pub struct ViewJson(String);
-
-/// serde_json writes a struct of this name's single field verbatim (`RawValue`'s protocol).
-const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
-
-impl Serialize for ViewJson {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut raw = serializer.serialize_struct(RAW_VALUE_TOKEN, 1)?;
-        raw.serialize_field(RAW_VALUE_TOKEN, &self.0)?;
-        raw.end()
-    }
 }
 
 /// Compute the view to send to the model.
@@ -131,50 +115,35 @@ async fn compact(
         // A summary must come back well before the request times out.
         summary_deadline: state.limits.request_timeout * 2 / 3,
     };
+    let format = body.format;
     let compacted = compaction::compact_session(
-        state.store.as_ref(),
+        state.store.clone(),
         state.summarizer.clone(),
         &state.view_cache,
         id,
         request,
-        view_presenter(body.format),
+        move |presented| answer(format, presented),
     )
     .await
     .map_err(|e| compact_error(e, id))?;
     let answer = compacted
         .view
-        .and_then(|view| {
-            answer_bytes(&CompactResponse {
-                view,
-                record: compacted.record,
-                persisted: compacted.persisted,
-            })
-        })
         .map_err(|e| ApiError::Internal(format!("writing the answer: {e}")))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], answer).into_response())
 }
 
-/// What [`compaction::compact_session`] makes of the view: its JSON in `format`, written
-/// straight from the borrowed messages and the JSON this replica kept of the parts that did not
-/// change. The closure owns everything it needs.
-fn view_presenter(
-    format: Format,
-) -> impl Fn(&[ViewMessage<'_>], &mut Fragments) -> serde_json::Result<ViewJson> + Send + Sync + 'static
-{
-    move |messages, fragments| {
-        let size: usize = messages.iter().map(|m| m.content.len() + 256).sum();
-        let mut view = Vec::with_capacity(size + 16 * 1024);
-        write_view(format, messages, fragments, &mut view)?;
-        String::from_utf8(view)
-            .map(ViewJson)
-            .map_err(|e| serde::ser::Error::custom(format!("the view is not UTF-8: {e}")))
-    }
-}
-
-/// The answer's JSON, in a buffer sized for the view (most of it) from the start.
-fn answer_bytes(answer: &CompactResponse) -> serde_json::Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(answer.view.0.len() + 16 * 1024);
-    serde_json::to_writer(&mut out, answer)?;
+/// The answer's JSON: a [`CompactResponse`] with the view in `format`, serialised in one pass
+/// into a buffer sized for the view (most of it) from the start.
+fn answer(format: Format, presented: Presented<'_, '_>) -> serde_json::Result<Vec<u8>> {
+    let messages = presented.messages;
+    let size: usize = messages.iter().map(|m| m.content.len() + 256).sum();
+    let mut out = Vec::with_capacity(size + 16 * 1024);
+    let response = CompactResponse {
+        view: ReusingView::new(format, messages, presented.fragments),
+        record: presented.record,
+        persisted: presented.persisted,
+    };
+    serde_json::to_writer(&mut out, &response)?;
     Ok(out)
 }
 
@@ -352,32 +321,4 @@ async fn record_usage(
         .await
         .map_err(|e| compact_error(e, id))?;
     Ok(Json(UsageResponse { calibration }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_view_is_written_verbatim_inside_the_answer() {
-        #[derive(Serialize)]
-        struct Answer {
-            view: ViewJson,
-            persisted: bool,
-        }
-        // Spacing kept byte for byte: neither parsed nor re-formatted.
-        let view = r#"{"messages": [{"role":"user","content":"a \"quoted\" é"}]}"#;
-        let answer = Answer {
-            view: ViewJson(view.to_owned()),
-            persisted: true,
-        };
-        assert_eq!(
-            serde_json::to_string(&answer).expect("serialise"),
-            format!(r#"{{"view":{view},"persisted":true}}"#)
-        );
-        let mut out = Vec::new();
-        serde_json::to_writer_pretty(&mut out, &answer).expect("serialise");
-        let parsed: Value = serde_json::from_slice(&out).expect("JSON");
-        assert_eq!(parsed["view"]["messages"][0]["content"], "a \"quoted\" é");
-    }
 }

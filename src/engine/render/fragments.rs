@@ -4,15 +4,16 @@
 //! one view message alone (a message, a tool result, an Anthropic block) renders to the same
 //! JSON on every call: the event it shows never changes, nor does how a projection shows it. A
 //! replica keeps that JSON with the session's cached events, so a compact call serialises only
-//! the messages that are new since the last call (and the summary), then copies the rest.
+//! the messages that are new since the last call (and the summary), and copies the rest.
 
-use std::io::Write;
+use std::cell::RefCell;
 
 use foldhash::HashMap;
-use serde::Serialize;
+use serde::ser::{Error as _, SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use super::{rendered, AnthropicRequest, Format, Keyed, OpenaiRequest, PartKey, Rendered};
+use super::{rendered, Format, Keyed, PartKey, Rendered};
 use crate::domain::compaction::ViewMessage;
 
 /// The JSON of the parts of one session's view, by what each is made from.
@@ -40,86 +41,101 @@ impl Fragments {
         });
         self.bytes -= freed;
     }
+}
 
-    /// Writes `part`: its JSON from an earlier call when it has a key, else serialised now.
-    fn write<T: Serialize>(
-        &mut self,
+/// A view rendered in `format`, serialised with the JSON of its unchanged parts reused: the
+/// same JSON as serialising [`rendered`]`(format, messages)`, with the parts `fragments` holds
+/// copied rather than serialised again, and the new ones added to it. Serialise it into an
+/// answer of its own: nothing is checked or copied twice.
+pub struct ReusingView<'v, 'a> {
+    format: Format,
+    messages: &'v [ViewMessage<'a>],
+    fragments: RefCell<&'v mut Fragments>,
+}
+
+impl<'v, 'a> ReusingView<'v, 'a> {
+    pub fn new(
         format: Format,
-        part: &Keyed<T>,
-        out: &mut Vec<u8>,
-    ) -> serde_json::Result<()> {
-        let Some(key) = part.key else {
-            return serde_json::to_writer(&mut *out, &part.part);
-        };
-        if let Some(json) = self.parts.get(&(format, key)) {
-            out.extend_from_slice(json.get().as_bytes());
-            return Ok(());
+        messages: &'v [ViewMessage<'a>],
+        fragments: &'v mut Fragments,
+    ) -> Self {
+        Self {
+            format,
+            messages,
+            fragments: RefCell::new(fragments),
         }
-        let json = serde_json::value::to_raw_value(&part.part)?;
-        out.extend_from_slice(json.get().as_bytes());
-        self.bytes += json.get().len();
-        self.parts.insert((format, key), json);
-        Ok(())
     }
 }
 
-/// Appends `messages` rendered in `format` to `out`: the same JSON as serialising
-/// [`rendered`]`(format, messages)`, with the parts `fragments` holds copied rather than
-/// serialised again, and the new ones added to it.
+impl Serialize for ReusingView<'_, '_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (format, fragments) = (self.format, &self.fragments);
+        match rendered(self.format, self.messages) {
+            Rendered::Openai(request) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry("messages", &Parts(format, &request.messages, fragments))?;
+                map.end()
+            }
+            Rendered::Anthropic(request) => {
+                let mut map = serializer.serialize_map(None)?;
+                if let Some(system) = &request.system {
+                    map.serialize_entry("system", system)?;
+                }
+                let messages: Vec<_> = request
+                    .messages
+                    .iter()
+                    .map(|m| AnthropicParts {
+                        role: m.role,
+                        content: Parts(format, &m.content, fragments),
+                    })
+                    .collect();
+                map.serialize_entry("messages", &messages)?;
+                map.end()
+            }
+            raw @ Rendered::Raw(_) => raw.serialize(serializer),
+        }
+    }
+}
+
+/// An Anthropic message whose blocks reuse their JSON.
+#[derive(Serialize)]
+struct AnthropicParts<'p, 'v, T> {
+    role: &'static str,
+    content: Parts<'p, 'v, T>,
+}
+
+/// Parts of a request, each written from its JSON of an earlier call when it has one.
+struct Parts<'p, 'v, T>(Format, &'p [Keyed<T>], &'p RefCell<&'v mut Fragments>);
+
+impl<T: Serialize> Serialize for Parts<'_, '_, T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Parts(format, parts, fragments) = *self;
+        let mut seq = serializer.serialize_seq(Some(parts.len()))?;
+        for part in parts {
+            let Some(key) = part.key else {
+                seq.serialize_element(&part.part)?;
+                continue;
+            };
+            let mut fragments = fragments.borrow_mut();
+            if let Some(json) = fragments.parts.get(&(format, key)) {
+                seq.serialize_element(json)?;
+                continue;
+            }
+            let json = serde_json::value::to_raw_value(&part.part).map_err(S::Error::custom)?;
+            seq.serialize_element(&json)?;
+            fragments.bytes += json.get().len();
+            fragments.parts.insert((format, key), json);
+        }
+        seq.end()
+    }
+}
+
+/// Appends `messages` rendered in `format` to `out` (see [`ReusingView`]).
 pub fn write_view(
     format: Format,
     messages: &[ViewMessage<'_>],
     fragments: &mut Fragments,
     out: &mut Vec<u8>,
 ) -> serde_json::Result<()> {
-    match rendered(format, messages) {
-        Rendered::Openai(request) => write_openai(&request, fragments, out),
-        Rendered::Anthropic(request) => write_anthropic(&request, fragments, out),
-        raw @ Rendered::Raw(_) => serde_json::to_writer(out, &raw),
-    }
-}
-
-fn write_openai(
-    request: &OpenaiRequest<'_>,
-    fragments: &mut Fragments,
-    out: &mut Vec<u8>,
-) -> serde_json::Result<()> {
-    out.extend_from_slice(br#"{"messages":["#);
-    for (i, message) in request.messages.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        fragments.write(Format::Openai, message, out)?;
-    }
-    out.extend_from_slice(b"]}");
-    Ok(())
-}
-
-fn write_anthropic(
-    request: &AnthropicRequest<'_>,
-    fragments: &mut Fragments,
-    out: &mut Vec<u8>,
-) -> serde_json::Result<()> {
-    out.push(b'{');
-    if let Some(system) = &request.system {
-        out.extend_from_slice(br#""system":"#);
-        serde_json::to_writer(&mut *out, system)?;
-        out.push(b',');
-    }
-    out.extend_from_slice(br#""messages":["#);
-    for (i, message) in request.messages.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write!(out, r#"{{"role":"{}","content":["#, message.role).map_err(serde_json::Error::io)?;
-        for (k, block) in message.content.iter().enumerate() {
-            if k > 0 {
-                out.push(b',');
-            }
-            fragments.write(Format::Anthropic, block, out)?;
-        }
-        out.extend_from_slice(b"]}");
-    }
-    out.extend_from_slice(b"]}");
-    Ok(())
+    serde_json::to_writer(out, &ReusingView::new(format, messages, fragments))
 }

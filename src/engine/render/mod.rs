@@ -31,7 +31,7 @@ use anthropic::anthropic;
 use openai::openai;
 
 pub use anthropic::AnthropicRequest;
-pub use fragments::{write_view, Fragments};
+pub use fragments::{write_view, Fragments, ReusingView};
 pub use openai::OpenaiRequest;
 
 /// The first user message of an Anthropic request whose view would start with the assistant

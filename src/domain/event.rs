@@ -101,8 +101,8 @@ pub struct EventInput {
     pub kind: EventType,
     /// `message`: who speaks.
     pub role: Option<Role>,
-    /// `message` and `note`: the text. May be empty or absent only on an assistant message
-    /// that carries tool calls.
+    /// `message` and `note`: the text. May be empty or absent only on a tool result (a command
+    /// that printed nothing) and on an assistant message that carries tool calls.
     pub content: Option<String>,
     /// `message` with role `assistant`: the tool calls it issues.
     pub tool_calls: Option<Vec<ToolCall>>,
@@ -463,11 +463,14 @@ fn validate_message(input: EventInput, fail: &mut dyn FnMut(&str, String)) -> Op
     }
     let content = match input.content {
         Some(c) if !c.is_empty() => c,
+        // A command that prints nothing has a result with no output.
+        _ if role == Role::Tool => String::new(),
         _ if role == Role::Assistant && !tool_calls.is_empty() => String::new(),
         _ => {
             fail(
                 "content",
-                "required and must not be empty (only an assistant message with tool calls may omit it)"
+                "required and must not be empty (only a tool result or an assistant message \
+                 with tool calls may be empty)"
                     .into(),
             );
             String::new()
@@ -553,10 +556,17 @@ mod tests {
     }
 
     #[test]
-    fn empty_content_only_on_an_assistant_tool_call() {
+    fn empty_content_only_on_a_tool_result_or_an_assistant_tool_call() {
         let ok = validate(json!({"type":"message","role":"assistant",
             "tool_calls":[{"id":"c1","name":"ls","arguments":"{}"}]}));
         assert!(ok.is_ok());
+        for result in [
+            json!({"type":"message","role":"tool","tool_call_id":"c1","content":""}),
+            json!({"type":"message","role":"tool","tool_call_id":"c1"}),
+        ] {
+            let event = validate(result).expect("a result with no output is valid");
+            assert_eq!(event.body.shown_text(), "");
+        }
         assert_eq!(
             fields(json!({"type":"message","role":"user","content":""})),
             ["content"]
@@ -566,7 +576,7 @@ mod tests {
             ["content"]
         );
         assert_eq!(
-            fields(json!({"type":"message","role":"tool","tool_call_id":"c"})),
+            fields(json!({"type":"message","role":"system","content":""})),
             ["content"]
         );
     }

@@ -15,7 +15,7 @@ use crate::summarize::{SummaryOutcome, SummaryOutput, SummaryRequest};
 enum Step {
     User(usize),
     Assistant(usize),
-    /// A call and its result of the given size.
+    /// A call and its result of the given size (0: a command that printed nothing).
     Exchange(usize),
     /// Two calls in one message, answered in reverse order.
     Parallel(usize, usize),
@@ -79,7 +79,7 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         3 => (1usize..1_500).prop_map(Step::User),
         2 => (1usize..1_500).prop_map(Step::Assistant),
-        4 => (1usize..12_000).prop_map(Step::Exchange),
+        4 => prop_oneof![1 => Just(0usize), 5 => 1usize..12_000].prop_map(Step::Exchange),
         1 => (1usize..6_000, 1usize..6_000).prop_map(|(a, b)| Step::Parallel(a, b)),
         1 => prop_oneof![4 => 1usize..200, 1 => 1usize..20_000].prop_map(Step::Note),
         1 => (1usize..400).prop_map(Step::Episode),

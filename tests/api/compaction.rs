@@ -726,3 +726,44 @@ on_both_backends! {
         agrees_with_a_recount(&app, &id, &["pinned", "active", "retained", "archived"]).await;
     }
 }
+
+on_both_backends! {
+    async fn tool_results_with_no_output_are_taken_and_rendered_for_every_provider(app) {
+        let id = small_session(&app).await;
+        let batch = json!([
+            user("create the build directory and run the silent tests"),
+            {"type": "message", "role": "assistant",
+                "tool_calls": [{"id": "t1", "name": "shell", "arguments": {"cmd": "mkdir -p build"}},
+                               {"id": "t2", "name": "shell", "arguments": {"cmd": "make -s test"}}]},
+            {"type": "message", "role": "tool", "tool_call_id": "t1", "name": "shell", "content": ""},
+            {"type": "message", "role": "tool", "tool_call_id": "t2", "name": "shell"},
+            {"type": "message", "role": "assistant", "content": "Both commands succeeded silently."}
+        ]);
+        let appended = app.append(&id, batch).await;
+        assert_eq!(appended.status, StatusCode::CREATED, "{}", appended.body);
+
+        let openai = compact(&app, &id, json!({"format": "openai"})).await;
+        assert_eq!(validate_openai(&openai["view"]), Ok(()));
+        let results: Vec<&Value> = openai["view"]["messages"].as_array().unwrap().iter()
+            .filter(|m| m["role"] == "tool").collect();
+        assert_eq!(results.len(), 2);
+        assert!(results.iter().all(|m| m["content"] == ""), "{results:?}");
+
+        let anthropic = compact(&app, &id, json!({"format": "anthropic"})).await;
+        assert_eq!(validate_anthropic(&anthropic["view"]), Ok(()));
+        let blocks: Vec<&Value> = anthropic["view"]["messages"].as_array().unwrap().iter()
+            .flat_map(|m| m["content"].as_array().unwrap())
+            .filter(|b| b["type"] == "tool_result").collect();
+        assert_eq!(blocks.len(), 2);
+        // An empty result is a tool_result with no content, which Anthropic accepts; an
+        // empty text block, which it refuses, is never sent.
+        assert!(blocks.iter().all(|b| b.get("content").is_none()), "{blocks:?}");
+
+        // Recall says the same: nothing to recall.
+        let seq = appended.body["events"][2]["seq"].as_i64().unwrap();
+        let recalled = app.get(&format!("/sessions/{id}/observations/{seq}")).await;
+        assert_eq!(recalled.status, StatusCode::OK);
+        assert_eq!(recalled.body["total_chars"], 0);
+        assert_eq!(recalled.body["content"], "");
+    }
+}

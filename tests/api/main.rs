@@ -9,6 +9,7 @@ mod deploy;
 mod errors;
 mod events;
 mod openapi;
+mod providers;
 mod schema;
 mod sessions;
 mod shutdown;

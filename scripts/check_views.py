@@ -1,0 +1,87 @@
+"""Checks rendered views against the providers' own request types.
+
+Usage: check_views.py FILE [FILE ...]
+
+Each FILE holds a JSON array of {"format": "openai" | "anthropic", "view": {...}}. An OpenAI
+view's messages are validated as `list[ChatCompletionMessageParam]` of the official `openai`
+SDK, an Anthropic view as `MessageCreateParamsNonStreaming` of the official `anthropic` SDK
+(with a model and max_tokens added), both strictly: a field the type does not know is an
+error. Exit status 0 when every view passes; 1 and one line per failure otherwise.
+"""
+
+import json
+import sys
+import typing
+
+from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+from openai.types.chat import ChatCompletionMessageParam
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from typing_extensions import is_typeddict
+
+
+def forbid_unknown_fields(tp, seen=None):
+    """Makes every TypedDict reachable from `tp` refuse keys it does not declare (pydantic
+    ignores them by default)."""
+    seen = set() if seen is None else seen
+    if id(tp) in seen:
+        return
+    seen.add(id(tp))
+    if is_typeddict(tp):
+        tp.__pydantic_config__ = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+        for hint in typing.get_type_hints(tp, include_extras=True).values():
+            forbid_unknown_fields(hint, seen)
+        return
+    for arg in typing.get_args(tp):
+        forbid_unknown_fields(arg, seen)
+
+
+forbid_unknown_fields(ChatCompletionMessageParam)
+forbid_unknown_fields(MessageCreateParamsNonStreaming)
+OPENAI = TypeAdapter(list[ChatCompletionMessageParam])
+ANTHROPIC = TypeAdapter(MessageCreateParamsNonStreaming)
+
+
+def consume(value):
+    """Walks a validated value: pydantic validates `Iterable` fields lazily, as they are read."""
+    if isinstance(value, dict):
+        return {k: consume(v) for k, v in value.items()}
+    if isinstance(value, (str, bytes, int, float, bool)) or value is None:
+        return value
+    try:
+        return [consume(v) for v in value]
+    except TypeError:
+        return value
+
+
+def check(entry):
+    view = entry["view"]
+    if entry["format"] == "openai":
+        if set(view) != {"messages"}:
+            raise ValueError(f"an OpenAI view has only `messages`, not {sorted(view)}")
+        consume(OPENAI.validate_python(view["messages"]))
+    elif entry["format"] == "anthropic":
+        consume(ANTHROPIC.validate_python({"model": "claude-sonnet-4-5", "max_tokens": 1024, **view}))
+    else:
+        raise ValueError(f"unknown format {entry['format']!r}")
+
+
+def main(paths):
+    failures = 0
+    checked = 0
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            entries = json.load(f)
+        for i, entry in enumerate(entries):
+            checked += 1
+            try:
+                check(entry)
+            except (ValidationError, ValueError, KeyError) as e:
+                failures += 1
+                first = str(e).splitlines()[:6]
+                print(f"{path}[{i}] ({entry.get('format')}): " + " | ".join(first))
+    print(f"{checked} views checked, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

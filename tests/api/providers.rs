@@ -1,0 +1,150 @@
+//! Views checked against the providers themselves: every view ctxd renders here, in each
+//! provider's format and through every kind of compaction, is validated by
+//! `scripts/check_views.py` against the request types of the official `openai` and `anthropic`
+//! Python SDKs, so that a bug shared by the renderer and ctxd's own validator cannot pass.
+//!
+//! `scripts/test` installs the SDKs in a virtual environment and sets
+//! `CTXD_PROVIDER_PYTHON` to its interpreter.
+
+use std::process::Command;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::on_both_backends;
+
+/// The interpreter with the providers' SDKs, or a failure that says how to get one.
+fn provider_python() -> String {
+    std::env::var("CTXD_PROVIDER_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "CTXD_PROVIDER_PYTHON is not set: run the suite with scripts/test, which installs \
+             the official openai and anthropic SDKs in a virtual environment and sets it"
+        )
+    })
+}
+
+/// Runs the SDK check over `views` ({format, view} objects); returns its report.
+fn check_with_the_sdks(views: &[Value]) -> Result<String, String> {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let path = dir.path().join("views.json");
+    std::fs::write(&path, serde_json::to_vec(views).expect("JSON")).expect("write views");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/check_views.py");
+    let out = Command::new(provider_python())
+        .arg(script)
+        .arg(&path)
+        .output()
+        .expect("the provider check runs");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(report)
+    } else {
+        Err(report)
+    }
+}
+
+fn message(role: &str, content: &str) -> Value {
+    json!({"type": "message", "role": role, "content": content})
+}
+
+/// One agent turn with whatever real traffic has: parallel calls answered out of order, a
+/// result with no output, a failure with and without text, a large result to offload.
+fn turn(n: usize) -> Vec<Value> {
+    let (a, b, c) = (format!("a{n}"), format!("b{n}"), format!("c{n}"));
+    vec![
+        json!({"type": "message", "role": "user", "name": "dev lead", "content": format!("step {n}: build and test")}),
+        json!({"type": "message", "role": "assistant", "content": if n % 2 == 0 { "" } else { "Running both." },
+            "tool_calls": [
+                {"id": a, "name": "shell", "arguments": {"cmd": "mkdir -p build"}},
+                {"id": b, "name": "shell", "arguments": "{\"cmd\": \"make test\"}"},
+                {"id": c, "name": "read_file", "arguments": {"path": "src/lib.rs"}}]}),
+        json!({"type": "message", "role": "tool", "tool_call_id": b, "name": "shell",
+            "is_error": n % 3 == 0, "content": if n % 3 == 0 { "" } else { "error: 2 tests failed" }}),
+        json!({"type": "message", "role": "tool", "tool_call_id": a, "name": "shell", "content": ""}),
+        json!({"type": "message", "role": "tool", "tool_call_id": c, "name": "read_file",
+            "content": "fn main() {}\n".repeat(400)}),
+        json!({"type": "message", "role": "assistant", "content": format!("Analysis {n}: {}", "the build is flaky. ".repeat(30))}),
+    ]
+}
+
+on_both_backends! {
+    async fn every_view_passes_the_providers_own_request_types(app) {
+        let id = app.create_session(json!({"config": {
+            "context_window": 9000, "max_output_tokens": 500, "tokenizer": "chars4",
+            "min_tail_messages": 4, "offload_threshold_chars": 400
+        }})).await;
+        let mut views = Vec::new();
+        let compact = |body: Value| {
+            let app = &app;
+            let id = id.clone();
+            async move {
+                let reply = app.post(&format!("/sessions/{id}/compact"), &body).await;
+                assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+                reply.body
+            }
+        };
+        let opening = json!([
+            message("system", "You are a careful coding agent."),
+            {"type": "note", "content": "Never push to main.", "pinned": true},
+            {"type": "episode_start", "name": "setup", "kind": "exploration"},
+        ]);
+        assert_eq!(app.append(&id, opening).await.status, StatusCode::CREATED);
+        let mut tiers = std::collections::BTreeSet::new();
+        for n in 0..8 {
+            assert_eq!(app.append(&id, Value::Array(turn(n))).await.status, StatusCode::CREATED);
+            if n == 3 {
+                app.append(&id, json!([{"type": "episode_end", "name": "setup", "conclusion": "the build works"}])).await;
+            }
+            let bodies = [
+                json!({"format": "openai"}),
+                json!({"format": "anthropic", "mode": "dry_run"}),
+                json!({"format": "anthropic", "overflow_retry": n % 3}),
+                json!({"format": "openai", "mode": if n == 5 { "force" } else { "auto" }}),
+            ];
+            for body in bodies {
+                let format = body["format"].clone();
+                let out = compact(body).await;
+                tiers.insert(out["record"]["tier"].as_str().unwrap_or_default().to_owned());
+                views.push(json!({"format": format, "view": out["view"]}));
+            }
+        }
+        // A call still waiting for its result when the view is asked for.
+        app.append(&id, json!([{"type": "message", "role": "assistant",
+            "tool_calls": [{"id": "pending", "name": "shell", "arguments": {"cmd": "sleep 60"}}]}])).await;
+        for format in ["openai", "anthropic"] {
+            let out = compact(json!({"format": format})).await;
+            views.push(json!({"format": format, "view": out["view"]}));
+        }
+        assert!(tiers.len() >= 3, "the session went through several tiers: {tiers:?}");
+
+        let report = check_with_the_sdks(&views).unwrap_or_else(|report| panic!("{report}"));
+        assert!(report.contains(&format!("{} views checked, 0 failed", views.len())), "{report}");
+    }
+}
+
+/// The check is no formality: views that break the providers' types fail it.
+#[test]
+fn the_sdk_check_refuses_what_the_providers_refuse() {
+    let broken = [
+        // A tool message that names no call.
+        json!({"format": "openai", "view": {"messages": [{"role": "tool", "content": "x"}]}}),
+        // Tool-call arguments as an object (OpenAI takes a JSON string).
+        json!({"format": "openai", "view": {"messages": [{"role": "assistant", "content": null,
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {}}}]}]}}),
+        // A field Anthropic's blocks do not have.
+        json!({"format": "anthropic", "view": {"messages": [{"role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "c", "is_failure": true}]}]}}),
+        // A role Anthropic's messages do not have.
+        json!({"format": "anthropic", "view": {"messages": [{"role": "tool", "content": "x"}]}}),
+    ];
+    for view in broken {
+        let report = check_with_the_sdks(std::slice::from_ref(&view));
+        assert!(report.is_err(), "accepted {view}: {report:?}");
+    }
+    let fine = json!({"format": "anthropic", "view": {"system": "s", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]}]}});
+    assert!(check_with_the_sdks(&[fine]).is_ok());
+}

@@ -96,6 +96,12 @@ async fn compact(
             "must be 0, 1 or 2",
         )]));
     }
+    if let Some(i) = body.tools.iter().position(|tool| !tool.is_object()) {
+        return Err(ApiError::validation(vec![FieldError::new(
+            format!("tools[{i}]"),
+            "a tool schema must be a JSON object",
+        )]));
+    }
     let tokenizer = state
         .tokenizer_of(id)
         .await?

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::FieldError;
+use super::{has_nul, FieldError, NUL_MESSAGE};
 use crate::tokens::Tokenizer;
 
 /// Free-form labels attached to a session; the session list filters by them.
@@ -269,6 +269,9 @@ pub fn validate_labels(labels: &Labels) -> Vec<FieldError> {
                 format!("label keys must have 1 to {MAX_LABEL_KEY_CHARS} characters"),
             ));
         }
+        if has_nul(key) || has_nul(value) {
+            errors.push(FieldError::new(format!("metadata.{key}"), NUL_MESSAGE));
+        }
         if value.chars().count() > MAX_LABEL_VALUE_CHARS {
             errors.push(FieldError::new(
                 format!("metadata.{key}"),
@@ -314,6 +317,19 @@ mod tests {
         assert_eq!(s.config.min_tail_messages, 6);
         assert_eq!(s.config.offload_threshold_chars, 4_000);
         assert!(s.validate().is_empty());
+    }
+
+    #[test]
+    fn labels_refuse_the_nul_character() {
+        for body in [
+            r#"{"metadata":{"a\u0000":"x"}}"#,
+            r#"{"metadata":{"a":"x\u0000"}}"#,
+        ] {
+            let errors = parse(body).unwrap().validate();
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert!(errors[0].field.starts_with("metadata.a"), "{errors:?}");
+            assert!(errors[0].message.contains("NUL"), "{errors:?}");
+        }
     }
 
     #[test]

@@ -6,6 +6,8 @@ use serde_json::{json, Value};
 use crate::on_both_backends;
 use crate::support::{Reply, TestApp};
 
+const NUL: &str = "a\u{0}b";
+
 fn user(text: &str) -> Value {
     json!({"type": "message", "role": "user", "content": text})
 }
@@ -43,6 +45,93 @@ fn assert_names(reply: &Reply, index: Option<usize>, field: &str, what: &str) {
     match index {
         Some(i) => assert_eq!(error["index"], i, "{what}: {}", reply.body),
         None => assert!(error.get("index").is_none(), "{what}: {}", reply.body),
+    }
+}
+
+on_both_backends! {
+    async fn nul_in_ids_names_and_metadata_is_refused(app) {
+        let id = app.create_session(json!({})).await;
+        let first = app.append(&id, json!([user("hello")])).await;
+        assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+        let call = |call_id: &str, name: &str| json!({"type": "message", "role": "assistant",
+            "tool_calls": [{"id": call_id, "name": name, "arguments": "{}"}]});
+        let cases = [
+            (json!([user("x"), {"type": "note", "content": "x", "id": NUL}]), 1, "id".to_owned()),
+            (json!([call(NUL, "ls")]), 0, "tool_calls[0].id".to_owned()),
+            (json!([call("c1", NUL)]), 0, "tool_calls[0].name".to_owned()),
+            (json!([call("c1", "ls"), {"type": "message", "role": "tool", "tool_call_id": NUL,
+                "content": "ok"}]), 1, "tool_call_id".to_owned()),
+            (json!([{"type": "message", "role": "user", "content": "x", "name": NUL}]), 0,
+                "name".to_owned()),
+            (json!([{"type": "episode_start", "name": NUL, "kind": "action"}]), 0, "name".to_owned()),
+            (json!([{"type": "note", "content": "x", "metadata": {"a": {"b": [1, NUL]}}}]), 0,
+                "metadata.a.b[1]".to_owned()),
+            (json!([{"type": "note", "content": "x", "metadata": {"a": {NUL: 1}}}]), 0,
+                format!("metadata.a.{NUL}")),
+        ];
+        for (events, index, field) in cases {
+            let reply = app.append(&id, events.clone()).await;
+            assert_names(&reply, Some(index), &field, &events.to_string());
+            assert_eq!(
+                reply.body["detail"].as_str().unwrap(),
+                format!("events[{index}].{field}: must not contain the NUL character (U+0000)"),
+            );
+            assert_eq!(head_seq(&app, &id).await, 1, "nothing of {events} was written");
+        }
+    }
+}
+
+on_both_backends! {
+    async fn nul_in_labels_and_the_label_filter_is_refused(app) {
+        for (metadata, field) in [
+            (json!({"team": NUL}), "metadata.team".to_owned()),
+            (json!({NUL: "x"}), format!("metadata.{NUL}")),
+        ] {
+            let reply = app.post("/sessions", &json!({"metadata": metadata})).await;
+            assert_names(&reply, None, &field, &metadata.to_string());
+        }
+        assert_eq!(session_count(&app).await, 0, "no session was created");
+
+        app.create_session(json!({"metadata": {"team": "search"}})).await;
+        for (query, field) in [
+            ("metadata.team=a%00b", "metadata.team"),
+            ("metadata.te%00am=x", "metadata.te\u{0}am"),
+        ] {
+            let reply = app.get(&format!("/sessions?{query}")).await;
+            assert_names(&reply, None, field, query);
+        }
+        let found = app.get("/sessions?metadata.team=search").await;
+        assert_eq!(found.body["sessions"].as_array().unwrap().len(), 1);
+    }
+}
+
+on_both_backends! {
+    // Compaction copies text of the events (summaries, anchors, records) into documents that
+    // PostgreSQL keeps as `jsonb`, which cannot hold a NUL: text is refused at append too.
+    async fn nul_in_text_is_refused(app) {
+        let id = app.create_session(json!({})).await;
+        app.append(&id, json!([user("hello")])).await;
+        let cases = [
+            (json!([user(NUL)]), 0, "content"),
+            (json!([user("x"), {"type": "note", "content": NUL}]), 1, "content"),
+            (json!([{"type": "episode_end", "name": "e", "conclusion": NUL}]), 0, "conclusion"),
+            (json!([{"type": "message", "role": "assistant",
+                "tool_calls": [{"id": "c1", "name": "shell", "arguments": {"cmd": [NUL]}}]}]),
+                0, "tool_calls[0].arguments.cmd[0]"),
+            (json!([{"type": "message", "role": "assistant",
+                "tool_calls": [{"id": "c1", "name": "shell", "arguments": NUL}]}]),
+                0, "tool_calls[0].arguments"),
+        ];
+        for (events, index, field) in cases {
+            let reply = app.append(&id, events.clone()).await;
+            assert_names(&reply, Some(index), field, &events.to_string());
+            assert_eq!(head_seq(&app, &id).await, 1, "nothing of {events} was written");
+        }
+        // Tool schemas are counted, never stored: they may hold any character.
+        let tools = json!([{"type": "function", "function": {"name": "shell", "description": NUL}}]);
+        let out = app.post(&format!("/sessions/{id}/compact"),
+            &json!({"mode": "force", "tools": tools})).await;
+        assert_eq!(out.status, StatusCode::OK, "{}", out.body);
     }
 }
 

@@ -168,3 +168,22 @@ on_both_backends! {
         assert_eq!(head_seq(&app, &id).await, 1);
     }
 }
+
+on_both_backends! {
+    async fn the_reserved_output_defaults_to_what_fits(app) {
+        let reply = app.post("/sessions", &json!({"config": {"context_window": 16000}})).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+        assert_eq!(reply.body["config"]["max_output_tokens"], 4000);
+        let reply = app.post("/sessions", &json!({"config": {"context_window": 1024}})).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+        assert_eq!(reply.body["config"]["max_output_tokens"], 256);
+        let reply = app.post("/sessions", &json!({})).await;
+        assert_eq!(reply.body["config"]["max_output_tokens"], 8192);
+
+        // An explicit value is still checked against the window.
+        let reply = app.post("/sessions",
+            &json!({"config": {"context_window": 16000, "max_output_tokens": 8192}})).await;
+        assert_names(&reply, None, "config.max_output_tokens", "8192 of 16000");
+        assert_eq!(session_count(&app).await, 3);
+    }
+}

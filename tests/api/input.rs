@@ -32,6 +32,11 @@ async fn compaction_count(app: &TestApp, id: &str) -> usize {
         .len()
 }
 
+async fn usage(app: &TestApp, id: &str, input_tokens: i64, view_tokens: i64) -> Reply {
+    let body = json!({"input_tokens": input_tokens, "view_tokens": view_tokens});
+    app.post(&format!("/sessions/{id}/usage"), &body).await
+}
+
 /// Asserts a 422 whose first error names `field` (and the event's `index`, if any).
 fn assert_names(reply: &Reply, index: Option<usize>, field: &str, what: &str) {
     assert_eq!(
@@ -185,5 +190,32 @@ on_both_backends! {
             &json!({"config": {"context_window": 16000, "max_output_tokens": 8192}})).await;
         assert_names(&reply, None, "config.max_output_tokens", "8192 of 16000");
         assert_eq!(session_count(&app).await, 3);
+    }
+}
+
+on_both_backends! {
+    async fn usage_answers_the_applied_calibration_and_refuses_outliers(app) {
+        let id = app.create_session(json!({})).await;
+        app.append(&id, json!([user(&"word ".repeat(50))])).await;
+        for (input, ours) in [(i64::MAX, 1), (401, 100), (24, 100), (1, 1000)] {
+            let reply = usage(&app, &id, input, ours).await;
+            assert_names(&reply, None, "input_tokens", &format!("{input} of {ours}"));
+            let detail = reply.body["detail"].as_str().unwrap();
+            assert!(detail.contains("between 0.25 and 4"), "{detail}");
+        }
+        let context = app.get(&format!("/sessions/{id}/context")).await.body;
+        assert_eq!(context["calibration"], 1.0, "a refused sample changes nothing");
+
+        // A provider that counts fewer tokens is averaged in, but the factor applied stays 1.
+        let reply = usage(&app, &id, 50, 100).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert_eq!(reply.body["calibration"], 1.0);
+        // The bounds are inclusive: 0.7 × 0.5 + 0.3 × 4 = 1.55.
+        let reply = usage(&app, &id, 400, 100).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        let applied = reply.body["calibration"].as_f64().unwrap();
+        assert!((applied - 1.55).abs() < 1e-9, "{applied}");
+        let context = app.get(&format!("/sessions/{id}/context")).await.body;
+        assert_eq!(context["calibration"], reply.body["calibration"], "the answer is what is applied");
     }
 }

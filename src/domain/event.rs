@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::FieldError;
+use super::{has_nul, nul_in_json, nul_in_object, FieldError, NUL_MESSAGE};
 use crate::tokens::Tokenizer;
 
 const MAX_ID_CHARS: usize = 256;
@@ -324,6 +324,22 @@ impl EventInput {
         if let Some(id) = &id {
             if id.is_empty() || id.chars().count() > MAX_ID_CHARS {
                 fail("id", format!("must have 1 to {MAX_ID_CHARS} characters"));
+            } else if has_nul(id) {
+                fail("id", NUL_MESSAGE.into());
+            }
+        }
+        if let Some(metadata) = &metadata {
+            if let Some(path) = nul_in_object("metadata", metadata) {
+                fail(&path, NUL_MESSAGE.into());
+            }
+        }
+        for (field, text) in [
+            ("name", &self.name),
+            ("content", &self.content),
+            ("conclusion", &self.conclusion),
+        ] {
+            if text.as_deref().is_some_and(has_nul) {
+                fail(field, NUL_MESSAGE.into());
             }
         }
 
@@ -346,6 +362,9 @@ impl EventInput {
                     let dependencies = self.dependencies.unwrap_or_default();
                     if dependencies.iter().any(|d| d.is_empty()) {
                         fail("dependencies", "episode names must not be empty".into());
+                    }
+                    if let Some(i) = dependencies.iter().position(|d| has_nul(d)) {
+                        fail(&format!("dependencies[{i}]"), NUL_MESSAGE.into());
                     }
                     match (name, self.episode_kind) {
                         (Some(name), Some(kind)) => Some(EventBody::EpisodeStart(EpisodeStart {
@@ -442,6 +461,8 @@ fn validate_message(input: EventInput, fail: &mut dyn FnMut(&str, String)) -> Op
                 &format!("tool_calls[{i}].id"),
                 format!("must have 1 to {MAX_ID_CHARS} characters"),
             );
+        } else if has_nul(&call.id) {
+            fail(&format!("tool_calls[{i}].id"), NUL_MESSAGE.into());
         } else if tool_calls[..i].iter().any(|c| c.id == call.id) {
             fail(
                 &format!("tool_calls[{i}].id"),
@@ -453,12 +474,14 @@ fn validate_message(input: EventInput, fail: &mut dyn FnMut(&str, String)) -> Op
                 &format!("tool_calls[{i}].name"),
                 format!("must have 1 to {MAX_NAME_CHARS} characters"),
             );
+        } else if has_nul(&call.name) {
+            fail(&format!("tool_calls[{i}].name"), NUL_MESSAGE.into());
         }
+        let arguments = format!("tool_calls[{i}].arguments");
         if !matches!(call.arguments, Value::String(_) | Value::Object(_)) {
-            fail(
-                &format!("tool_calls[{i}].arguments"),
-                "must be a JSON string or object".into(),
-            );
+            fail(&arguments, "must be a JSON string or object".into());
+        } else if let Some(path) = nul_in_json(&arguments, &call.arguments) {
+            fail(&path, NUL_MESSAGE.into());
         }
     }
     let content = match input.content {
@@ -478,6 +501,10 @@ fn validate_message(input: EventInput, fail: &mut dyn FnMut(&str, String)) -> Op
     };
     let (tool_call_id, is_error) = if role == Role::Tool {
         let id = match input.tool_call_id {
+            Some(id) if has_nul(&id) => {
+                fail("tool_call_id", NUL_MESSAGE.into());
+                None
+            }
             Some(id) if !id.is_empty() => Some(id),
             _ => {
                 fail(
@@ -615,6 +642,61 @@ mod tests {
         assert_eq!(
             fields(json!({"type":"message","role":"user","content":"x","id":""})),
             ["id"]
+        );
+    }
+
+    #[test]
+    fn ids_names_and_metadata_refuse_the_nul_character() {
+        let nul = "a\u{0}b";
+        assert_eq!(
+            fields(json!({"type":"message","role":"user","content":"x","id":nul})),
+            ["id"]
+        );
+        assert_eq!(
+            fields(json!({"type":"message","role":"user","content":"x","name":nul})),
+            ["name"]
+        );
+        assert_eq!(
+            fields(json!({"type":"message","role":"tool","content":"x","tool_call_id":nul})),
+            ["tool_call_id"]
+        );
+        assert_eq!(
+            fields(json!({"type":"message","role":"assistant",
+                "tool_calls":[{"id":"c","name":"n"},{"id":nul,"name":nul}]})),
+            ["tool_calls[1].id", "tool_calls[1].name"]
+        );
+        assert_eq!(
+            fields(json!({"type":"episode_start","name":nul,"kind":"action"})),
+            ["name"]
+        );
+        assert_eq!(
+            fields(json!({"type":"episode_start","name":"e","kind":"action",
+                "dependencies":["a",nul]})),
+            ["dependencies[1]"]
+        );
+        assert_eq!(
+            fields(json!({"type":"note","content":"x","metadata":{"a":[1,{"b":nul}]}})),
+            ["metadata.a[1].b"]
+        );
+        assert_eq!(
+            fields(json!({"type":"note","content":"x","metadata":{"a":{nul:1}}})),
+            [format!("metadata.a.{nul}")]
+        );
+        // Nor does any text that compaction may copy into its (PostgreSQL `jsonb`) state.
+        assert_eq!(
+            fields(json!({"type":"message","role":"user","content":nul})),
+            ["content"]
+        );
+        assert_eq!(fields(json!({"type":"note","content":nul})), ["content"]);
+        assert_eq!(
+            fields(json!({"type":"episode_end","name":"e","conclusion":nul})),
+            ["conclusion"]
+        );
+        assert_eq!(
+            fields(json!({"type":"message","role":"assistant",
+                "tool_calls":[{"id":"c","name":"n","arguments":nul},
+                    {"id":"d","name":"n","arguments":{"cmd":[nul]}}]})),
+            ["tool_calls[0].arguments", "tool_calls[1].arguments.cmd[0]"]
         );
     }
 

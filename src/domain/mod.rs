@@ -50,3 +50,43 @@ impl std::fmt::Display for FieldError {
         }
     }
 }
+
+/// Why text with a NUL character is refused: PostgreSQL's `text` and `jsonb` cannot hold one
+/// (and compaction copies events' text into `jsonb` documents), so every text of an event and
+/// every label refuses it, on every backend alike.
+pub const NUL_MESSAGE: &str = "must not contain the NUL character (U+0000)";
+
+/// Whether `text` contains a NUL character.
+pub fn has_nul(text: &str) -> bool {
+    text.contains('\0')
+}
+
+/// The path (below `field`) of the first key or string in `value` that contains a NUL
+/// character: `metadata.a[2].b`.
+pub fn nul_in_json(field: &str, value: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    match value {
+        Value::String(s) if has_nul(s) => Some(field.to_owned()),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, item)| nul_in_json(&format!("{field}[{i}]"), item)),
+        Value::Object(map) => nul_in_object(field, map),
+        _ => None,
+    }
+}
+
+/// [`nul_in_json`] of a JSON object.
+pub fn nul_in_object(
+    field: &str,
+    map: &serde_json::Map<String, serde_json::Value>,
+) -> Option<String> {
+    map.iter().find_map(|(key, item)| {
+        let path = format!("{field}.{key}");
+        if has_nul(key) {
+            Some(path)
+        } else {
+            nul_in_json(&path, item)
+        }
+    })
+}

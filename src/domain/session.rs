@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::FieldError;
+use super::{has_nul, FieldError, NUL_MESSAGE};
 use crate::tokens::Tokenizer;
 
 /// Free-form labels attached to a session; the session list filters by them.
@@ -72,15 +72,16 @@ impl Default for Thresholds {
 
 /// A session's configuration, fixed at creation. Every field has a default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "ConfigFields", deny_unknown_fields)]
 pub struct SessionConfig {
     /// The model's context window in tokens.
     #[serde(default = "SessionConfig::default_context_window")]
     #[schema(default = 200000, minimum = 1024)]
     pub context_window: u32,
-    /// Tokens reserved for the model's reply; a view leaves them free.
-    #[serde(default = "SessionConfig::default_max_output_tokens")]
-    #[schema(default = 8192)]
+    /// Tokens reserved for the model's reply; a view leaves them free. At least 1 and less
+    /// than half the context window; when omitted, 8192 or a quarter of the context window,
+    /// whichever is smaller.
+    #[schema(required = false)]
     pub max_output_tokens: u32,
     /// How token costs are counted.
     #[serde(default)]
@@ -113,8 +114,10 @@ impl SessionConfig {
     fn default_context_window() -> u32 {
         200_000
     }
-    fn default_max_output_tokens() -> u32 {
-        8_192
+    /// The reserved output when none is given: 8192, or a quarter of the window if smaller,
+    /// so that any valid window alone is a valid configuration.
+    pub fn default_max_output_tokens(context_window: u32) -> u32 {
+        8_192.min(context_window / 4)
     }
     fn default_min_tail_messages() -> u32 {
         6
@@ -221,7 +224,7 @@ impl Default for SessionConfig {
     fn default() -> Self {
         Self {
             context_window: Self::default_context_window(),
-            max_output_tokens: Self::default_max_output_tokens(),
+            max_output_tokens: Self::default_max_output_tokens(Self::default_context_window()),
             tokenizer: Tokenizer::default(),
             policy: Policy::default(),
             thresholds: Thresholds::default(),
@@ -229,6 +232,48 @@ impl Default for SessionConfig {
             offload_threshold_chars: Self::default_offload_threshold_chars(),
             min_compaction_gain: Self::default_min_compaction_gain(),
             summary_max_chars: None,
+        }
+    }
+}
+
+/// The wire form of a [`SessionConfig`]: the reserved output's default depends on the window.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFields {
+    #[serde(default = "SessionConfig::default_context_window")]
+    context_window: u32,
+    #[serde(default)]
+    max_output_tokens: Option<u32>,
+    #[serde(default)]
+    tokenizer: Tokenizer,
+    #[serde(default)]
+    policy: Policy,
+    #[serde(default)]
+    thresholds: Thresholds,
+    #[serde(default = "SessionConfig::default_min_tail_messages")]
+    min_tail_messages: u32,
+    #[serde(default = "SessionConfig::default_offload_threshold_chars")]
+    offload_threshold_chars: u32,
+    #[serde(default = "SessionConfig::default_min_compaction_gain")]
+    min_compaction_gain: f64,
+    #[serde(default)]
+    summary_max_chars: Option<u32>,
+}
+
+impl From<ConfigFields> for SessionConfig {
+    fn from(f: ConfigFields) -> Self {
+        Self {
+            context_window: f.context_window,
+            max_output_tokens: f
+                .max_output_tokens
+                .unwrap_or_else(|| Self::default_max_output_tokens(f.context_window)),
+            tokenizer: f.tokenizer,
+            policy: f.policy,
+            thresholds: f.thresholds,
+            min_tail_messages: f.min_tail_messages,
+            offload_threshold_chars: f.offload_threshold_chars,
+            min_compaction_gain: f.min_compaction_gain,
+            summary_max_chars: f.summary_max_chars,
         }
     }
 }
@@ -268,6 +313,9 @@ pub fn validate_labels(labels: &Labels) -> Vec<FieldError> {
                 "metadata",
                 format!("label keys must have 1 to {MAX_LABEL_KEY_CHARS} characters"),
             ));
+        }
+        if has_nul(key) || has_nul(value) {
+            errors.push(FieldError::new(format!("metadata.{key}"), NUL_MESSAGE));
         }
         if value.chars().count() > MAX_LABEL_VALUE_CHARS {
             errors.push(FieldError::new(
@@ -314,6 +362,35 @@ mod tests {
         assert_eq!(s.config.min_tail_messages, 6);
         assert_eq!(s.config.offload_threshold_chars, 4_000);
         assert!(s.validate().is_empty());
+    }
+
+    #[test]
+    fn the_reserved_output_defaults_to_what_fits_the_window() {
+        let s = parse(r#"{"config":{"context_window":16000}}"#).unwrap();
+        assert_eq!(s.config.max_output_tokens, 4_000);
+        assert!(s.validate().is_empty(), "{:?}", s.validate());
+        let s = parse(r#"{"config":{"context_window":1024}}"#).unwrap();
+        assert_eq!(s.config.max_output_tokens, 256);
+        assert!(s.validate().is_empty());
+        let s = parse(r#"{"config":{"context_window":1000000}}"#).unwrap();
+        assert_eq!(s.config.max_output_tokens, 8_192);
+        // An explicit value is kept, and still validated.
+        let s = parse(r#"{"config":{"context_window":16000,"max_output_tokens":8000}}"#).unwrap();
+        assert_eq!(s.config.max_output_tokens, 8_000);
+        assert_eq!(s.validate()[0].field, "config.max_output_tokens");
+    }
+
+    #[test]
+    fn labels_refuse_the_nul_character() {
+        for body in [
+            r#"{"metadata":{"a\u0000":"x"}}"#,
+            r#"{"metadata":{"a":"x\u0000"}}"#,
+        ] {
+            let errors = parse(body).unwrap().validate();
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert!(errors[0].field.starts_with("metadata.a"), "{errors:?}");
+            assert!(errors[0].message.contains("NUL"), "{errors:?}");
+        }
     }
 
     #[test]

@@ -89,30 +89,70 @@ impl Default for CompactionState {
     }
 }
 
+/// The lowest and highest ratio of a provider's count to ctxd's that a usage sample may have:
+/// outside them, the sample is about another request (or a broken count) and is refused.
+pub const MIN_CALIBRATION_SAMPLE: f64 = 0.25;
+pub const MAX_CALIBRATION_SAMPLE: f64 = 4.0;
+
+/// The ratio of a provider's count to ctxd's, when it is within the accepted bounds.
+pub fn calibration_sample(provider_tokens: i64, our_tokens: i64) -> Option<f64> {
+    if provider_tokens <= 0 || our_tokens <= 0 {
+        return None;
+    }
+    let sample = provider_tokens as f64 / our_tokens as f64;
+    (MIN_CALIBRATION_SAMPLE..=MAX_CALIBRATION_SAMPLE)
+        .contains(&sample)
+        .then_some(sample)
+}
+
+/// The factor applied to our message token counts for a calibration ratio. A provider that
+/// counts more tokens than our tokenizer raises it; one that counts fewer never lowers it
+/// below 1, so the budget stays conservative.
+pub fn applied_calibration(calibration: f64) -> f64 {
+    if calibration.is_finite() {
+        calibration.clamp(1.0, MAX_CALIBRATION_SAMPLE)
+    } else {
+        1.0
+    }
+}
+
 impl CompactionState {
-    /// The factor applied to our message token counts. A provider that counts more tokens than
-    /// our tokenizer raises it; one that counts fewer never lowers it below 1, so the budget
-    /// stays conservative.
+    /// The factor applied to our message token counts (see [`applied_calibration`]).
     pub fn calibration_factor(&self) -> f64 {
-        if self.calibration.is_finite() {
-            self.calibration.clamp(1.0, 4.0)
-        } else {
-            1.0
-        }
+        applied_calibration(self.calibration)
     }
 
     /// Folds a provider's real count for a view into the calibration (an exponential average,
-    /// so one odd sample does not swing it).
+    /// so one odd sample does not swing it). A sample outside the accepted bounds is ignored.
     pub fn calibrate(&mut self, provider_tokens: i64, our_tokens: i64) {
-        if provider_tokens <= 0 || our_tokens <= 0 {
+        let Some(sample) = calibration_sample(provider_tokens, our_tokens) else {
             return;
-        }
-        let sample = provider_tokens as f64 / our_tokens as f64;
+        };
         self.calibration = if self.calibration_samples == 0 {
             sample
         } else {
             0.7 * self.calibration + 0.3 * sample
         };
         self.calibration_samples += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_outside_the_bounds_change_nothing() {
+        let mut state = CompactionState::default();
+        state.calibrate(i64::MAX, 1);
+        state.calibrate(1, 1_000);
+        assert_eq!((state.calibration, state.calibration_samples), (1.0, 0));
+        state.calibrate(50, 100);
+        assert_eq!(state.calibration, 0.5);
+        assert_eq!(state.calibration_factor(), 1.0, "below 1 is applied as 1");
+        state.calibrate(400, 100);
+        assert!((state.calibration_factor() - 1.55).abs() < 1e-9);
+        assert_eq!(calibration_sample(401, 100), None);
+        assert_eq!(calibration_sample(25, 100), Some(0.25));
     }
 }

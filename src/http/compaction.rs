@@ -16,6 +16,9 @@ use super::extract;
 use super::AppState;
 use crate::compaction::{self, CompactError, CompactRequest, Presented};
 use crate::domain::compaction::{CompactionRecord, Mode};
+use crate::domain::state::{
+    applied_calibration, calibration_sample, MAX_CALIBRATION_SAMPLE, MIN_CALIBRATION_SAMPLE,
+};
 use crate::domain::FieldError;
 use crate::engine::render::{Format, ReusingView};
 
@@ -94,6 +97,12 @@ async fn compact(
         return Err(ApiError::validation(vec![FieldError::new(
             "overflow_retry",
             "must be 0, 1 or 2",
+        )]));
+    }
+    if let Some(i) = body.tools.iter().position(|tool| !tool.is_object()) {
+        return Err(ApiError::validation(vec![FieldError::new(
+            format!("tools[{i}]"),
+            "a tool schema must be a JSON object",
         )]));
     }
     let tokenizer = state
@@ -255,16 +264,19 @@ pub struct UsageBody {
 
 #[derive(Serialize, ToSchema)]
 pub struct UsageResponse {
-    /// The provider's tokens per ctxd token, as now applied to this session's utilization
-    /// (ratios below 1 are not applied: the budget stays conservative).
+    /// The factor now applied to this session's message token counts: the average of the
+    /// provider's tokens per ctxd token, between 1 and 4 (an average below 1 is applied as 1,
+    /// so the budget stays conservative).
+    #[schema(minimum = 1.0, maximum = 4.0)]
     pub calibration: f64,
 }
 
 /// Report the provider's real token count for a view.
 ///
 /// ctxd keeps a per-session calibration ratio (an exponential average of provider count over
-/// its own) and applies it to utilization, so a tokenizer that undercounts a model does not push
-/// the view over the real window.
+/// its own) and applies it to utilization, between 1 and 4, so a tokenizer that undercounts a
+/// model does not push the view over the real window. A sample whose ratio (`input_tokens` over
+/// ctxd's count) is below 0.25 or above 4 is refused with a 422 and changes nothing.
 #[utoipa::path(post, path = "/sessions/{id}/usage", tag = "compaction",
     params(("id" = Uuid, Path, description = "The session id")),
     request_body(content = UsageBody, example = json!({"input_tokens": 51234,
@@ -275,7 +287,7 @@ pub struct UsageResponse {
         (status = 404, description = "No such session or compaction", body = Problem,
             content_type = "application/problem+json"),
         (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Counts that are not positive, or neither or both of compaction_id and view_tokens",
+        (status = 422, description = "Counts that are not positive, a ratio of input_tokens to ctxd's count outside 0.25 to 4, or neither or both of compaction_id and view_tokens",
             body = Problem, content_type = "application/problem+json")
     ))]
 async fn record_usage(
@@ -317,8 +329,21 @@ async fn record_usage(
             )]))
         }
     };
+    if calibration_sample(body.input_tokens, ours).is_none() {
+        return Err(ApiError::validation(vec![FieldError::new(
+            "input_tokens",
+            format!(
+                "{} is {:.3} times ctxd's count of {ours} tokens: the ratio must be between \
+                 {MIN_CALIBRATION_SAMPLE} and {MAX_CALIBRATION_SAMPLE}",
+                body.input_tokens,
+                body.input_tokens as f64 / ours as f64
+            ),
+        )]));
+    }
     let calibration = compaction::record_usage(state.store.as_ref(), id, body.input_tokens, ours)
         .await
         .map_err(|e| compact_error(e, id))?;
-    Ok(Json(UsageResponse { calibration }))
+    Ok(Json(UsageResponse {
+        calibration: applied_calibration(calibration),
+    }))
 }

@@ -3,7 +3,7 @@
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderMap, StatusCode};
-use serde::de::DeserializeOwned;
+use serde::de::{self, DeserializeOwned};
 
 use super::error::ApiError;
 use super::AppState;
@@ -67,15 +67,16 @@ where
 /// Parses a JSON body, turning serde's errors into problems that name the field.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-        let path = error.path().clone();
-        let inner = error.into_inner();
-        if inner.is_data() {
-            ApiError::validation(vec![field_error(&path, &inner)])
-        } else {
-            ApiError::BadRequest(format!("the body is not valid JSON: {inner}"))
-        }
-    })?;
+    let value =
+        serde_path_to_error::deserialize(ObjectsOnly(&mut deserializer)).map_err(|error| {
+            let path = error.path().clone();
+            let inner = error.into_inner();
+            if inner.is_data() {
+                ApiError::validation(vec![field_error(&path, &inner)])
+            } else {
+                ApiError::BadRequest(format!("the body is not valid JSON: {inner}"))
+            }
+        })?;
     deserializer
         .end()
         .map_err(|e| ApiError::BadRequest(format!("the body is not valid JSON: {e}")))?;
@@ -121,12 +122,241 @@ fn field_error(path: &serde_path_to_error::Path, error: &serde_json::Error) -> F
         field.push_str(missing);
     }
     if field.is_empty() {
-        field.push_str("(body)");
+        field.push_str(if index.is_some() { "(event)" } else { "(body)" });
     }
     FieldError {
         index,
         field,
         message,
+    }
+}
+
+/// A deserializer that refuses a JSON array where a struct is expected, at any depth: serde's
+/// derived structs also accept their fields as a sequence (`[]` would be a body of defaults).
+struct ObjectsOnly<D>(D);
+
+/// Wraps a visitor so that what it visits is read through [`ObjectsOnly`]; `object` when the
+/// visitor builds a struct, which refuses a sequence.
+struct Visit<V> {
+    inner: V,
+    object: bool,
+}
+
+impl<V> Visit<V> {
+    fn any(inner: V) -> Self {
+        Self {
+            inner,
+            object: false,
+        }
+    }
+}
+
+/// A seed, a sequence, a map or an enum whose values are read through [`ObjectsOnly`].
+struct Nested<T>(T);
+
+macro_rules! forward_deserialize {
+    ($($method:ident($($arg:ident: $ty:ty),*)),* $(,)?) => {$(
+        fn $method<V: de::Visitor<'de>>(self, $($arg: $ty,)* visitor: V) -> Result<V::Value, D::Error> {
+            self.0.$method($($arg,)* Visit::any(visitor))
+        }
+    )*};
+}
+
+impl<'de, D: de::Deserializer<'de>> de::Deserializer<'de> for ObjectsOnly<D> {
+    type Error = D::Error;
+
+    forward_deserialize!(
+        deserialize_any(), deserialize_bool(), deserialize_i8(), deserialize_i16(),
+        deserialize_i32(), deserialize_i64(), deserialize_i128(), deserialize_u8(),
+        deserialize_u16(), deserialize_u32(), deserialize_u64(), deserialize_u128(),
+        deserialize_f32(), deserialize_f64(), deserialize_char(), deserialize_str(),
+        deserialize_string(), deserialize_bytes(), deserialize_byte_buf(), deserialize_option(),
+        deserialize_unit(), deserialize_unit_struct(name: &'static str),
+        deserialize_newtype_struct(name: &'static str), deserialize_seq(),
+        deserialize_tuple(len: usize),
+        deserialize_tuple_struct(name: &'static str, len: usize), deserialize_map(),
+        deserialize_enum(name: &'static str, variants: &'static [&'static str]),
+        deserialize_identifier(), deserialize_ignored_any(),
+    );
+
+    fn deserialize_struct<V: de::Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        let visit = Visit {
+            inner: visitor,
+            object: true,
+        };
+        self.0.deserialize_struct(name, fields, visit)
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.0.is_human_readable()
+    }
+}
+
+macro_rules! forward_visit {
+    ($($method:ident($ty:ty)),* $(,)?) => {$(
+        fn $method<E: de::Error>(self, value: $ty) -> Result<V::Value, E> {
+            self.inner.$method(value)
+        }
+    )*};
+}
+
+impl<'de, V: de::Visitor<'de>> de::Visitor<'de> for Visit<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        self.inner.expecting(formatter)
+    }
+
+    forward_visit!(
+        visit_bool(bool),
+        visit_i8(i8),
+        visit_i16(i16),
+        visit_i32(i32),
+        visit_i64(i64),
+        visit_i128(i128),
+        visit_u8(u8),
+        visit_u16(u16),
+        visit_u32(u32),
+        visit_u64(u64),
+        visit_u128(u128),
+        visit_f32(f32),
+        visit_f64(f64),
+        visit_char(char),
+        visit_str(&str),
+        visit_borrowed_str(&'de str),
+        visit_string(String),
+        visit_bytes(&[u8]),
+        visit_borrowed_bytes(&'de [u8]),
+        visit_byte_buf(Vec<u8>),
+    );
+
+    fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
+        self.inner.visit_none()
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
+        self.inner.visit_unit()
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
+        self.inner.visit_some(ObjectsOnly(d))
+    }
+
+    fn visit_newtype_struct<D: de::Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
+        self.inner.visit_newtype_struct(ObjectsOnly(d))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
+        if self.object {
+            return Err(de::Error::custom("expected a JSON object, found an array"));
+        }
+        self.inner.visit_seq(Nested(seq))
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.inner.visit_map(Nested(map))
+    }
+
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
+        self.inner.visit_enum(Nested(data))
+    }
+}
+
+impl<'de, S: de::DeserializeSeed<'de>> de::DeserializeSeed<'de> for Nested<S> {
+    type Value = S::Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<S::Value, D::Error> {
+        self.0.deserialize(ObjectsOnly(d))
+    }
+}
+
+impl<'de, A: de::SeqAccess<'de>> de::SeqAccess<'de> for Nested<A> {
+    type Error = A::Error;
+
+    fn next_element_seed<T: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, A::Error> {
+        self.0.next_element_seed(Nested(seed))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.0.size_hint()
+    }
+}
+
+impl<'de, A: de::MapAccess<'de>> de::MapAccess<'de> for Nested<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        self.0.next_key_seed(Nested(seed))
+    }
+
+    fn next_value_seed<T: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<T::Value, A::Error> {
+        self.0.next_value_seed(Nested(seed))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.0.size_hint()
+    }
+}
+
+impl<'de, A: de::EnumAccess<'de>> de::EnumAccess<'de> for Nested<A> {
+    type Error = A::Error;
+    type Variant = Nested<A::Variant>;
+
+    fn variant_seed<T: de::DeserializeSeed<'de>>(
+        self,
+        seed: T,
+    ) -> Result<(T::Value, Self::Variant), A::Error> {
+        let (value, variant) = self.0.variant_seed(Nested(seed))?;
+        Ok((value, Nested(variant)))
+    }
+}
+
+impl<'de, A: de::VariantAccess<'de>> de::VariantAccess<'de> for Nested<A> {
+    type Error = A::Error;
+
+    fn unit_variant(self) -> Result<(), A::Error> {
+        self.0.unit_variant()
+    }
+
+    fn newtype_variant_seed<T: de::DeserializeSeed<'de>>(
+        self,
+        seed: T,
+    ) -> Result<T::Value, A::Error> {
+        self.0.newtype_variant_seed(Nested(seed))
+    }
+
+    fn tuple_variant<V: de::Visitor<'de>>(
+        self,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, A::Error> {
+        self.0.tuple_variant(len, Visit::any(visitor))
+    }
+
+    fn struct_variant<V: de::Visitor<'de>>(
+        self,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, A::Error> {
+        let visit = Visit {
+            inner: visitor,
+            object: true,
+        };
+        self.0.struct_variant(fields, visit)
     }
 }
 
@@ -172,6 +402,26 @@ mod tests {
             (e[0].index, e[0].field.as_str()),
             (Some(0), "tool_calls[0].id")
         );
+    }
+
+    #[test]
+    fn an_array_is_never_an_object() {
+        let e = errors("[]");
+        assert_eq!((e[0].index, e[0].field.as_str()), (None, "(body)"));
+        assert!(e[0].message.contains("expected a JSON object"), "{e:?}");
+
+        let e = errors(r#"{"events":[{"type":"note","content":"x"},["x","note"]]}"#);
+        assert_eq!((e[0].index, e[0].field.as_str()), (Some(1), "(event)"));
+        let e = errors(r#"{"events":[{"type":"message","tool_calls":[["c","ls"]]}]}"#);
+        assert_eq!(
+            (e[0].index, e[0].field.as_str()),
+            (Some(0), "tool_calls[0]")
+        );
+        // Arrays stay welcome where the schema has them, objects where it has objects.
+        let ok = parse::<Batch>(
+            br#"{"events":[{"type":"episode_start","name":"e","kind":"action","dependencies":["a"],"metadata":{"x":[1,{"y":[]}]}}]}"#,
+        );
+        assert!(ok.is_ok(), "{ok:?}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod concurrency;
 mod deploy;
 mod errors;
 mod events;
+mod input;
 mod openapi;
 mod providers;
 mod schema;

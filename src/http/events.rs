@@ -58,6 +58,7 @@ pub struct AppendResponse {
 /// A page of the log.
 #[derive(Serialize, ToSchema)]
 pub struct EventPage {
+    #[schema(value_type = Vec<super::event_schema::StoredEvent>)]
     pub events: Vec<Event>,
     /// Pass as `after_seq` for the next page; absent when this page reaches the head.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -4,6 +4,7 @@
 mod compaction;
 mod context;
 pub mod error;
+mod event_schema;
 mod events;
 mod extract;
 mod health;

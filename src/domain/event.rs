@@ -72,9 +72,21 @@ pub struct ToolCall {
     /// The tool's name.
     pub name: String,
     /// The arguments, as the provider gave them: a JSON string (OpenAI) or an object (Anthropic).
+    /// Stored and returned as the JSON string either way.
     #[serde(default = "empty_arguments")]
-    #[schema(value_type = Object)]
+    #[schema(value_type = ToolArguments)]
     pub arguments: Value,
+}
+
+/// Tool-call arguments as a client may send them (documentation only: the field is a `Value`).
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum ToolArguments {
+    /// The JSON text, as OpenAI gives it.
+    Text(String),
+    /// The object, as Anthropic gives it.
+    Object(Map<String, Value>),
 }
 
 fn empty_arguments() -> Value {

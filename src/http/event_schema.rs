@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use crate::domain::event::{EpisodeKind, Role, ToolCall};
+use crate::domain::event::{EpisodeKind, Role};
 
 /// An event as stored: immutable once appended. `type` says which fields it has.
 #[derive(Serialize, ToSchema)]
@@ -51,6 +51,18 @@ pub enum NoteType {
     Note,
 }
 
+/// A stored tool call.
+#[derive(Serialize, ToSchema)]
+pub struct StoredToolCall {
+    /// The provider's call id; the tool result answers it with `tool_call_id`.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as the JSON text a provider sees, whether they were sent as a string or as
+    /// an object.
+    pub arguments: String,
+}
+
 /// A message of the conversation, as stored.
 #[derive(Serialize, ToSchema)]
 pub struct MessageEvent {
@@ -67,7 +79,7 @@ pub struct MessageEvent {
     pub content: String,
     /// Assistant messages: the tool calls it issues (absent when none).
     #[schema(required = false)]
-    pub tool_calls: Vec<ToolCall>,
+    pub tool_calls: Vec<StoredToolCall>,
     /// Tool results: the call this result answers.
     #[schema(required = false)]
     pub tool_call_id: String,

@@ -4,6 +4,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -12,7 +13,7 @@ use super::error::{ApiError, Problem};
 use super::extract;
 use super::AppState;
 use crate::domain::append::CountedEvent;
-use crate::domain::event::{Event, EventInput, NewEvent};
+use crate::domain::event::{Event, EventBody, EventInput, NewEvent};
 use crate::tokens::{self, Tokenizer};
 
 const DEFAULT_PAGE: u32 = 100;
@@ -141,7 +142,10 @@ async fn append_events(
     let mut errors = Vec::new();
     for (index, input) in request.events.into_iter().enumerate() {
         match input.validate(index) {
-            Ok(event) => events.push(event),
+            Ok(mut event) => {
+                arguments_as_text(&mut event.body);
+                events.push(event)
+            }
             Err(e) => errors.extend(e),
         }
     }
@@ -186,6 +190,18 @@ async fn append_events(
     ))
 }
 
+/// Tool-call arguments are stored and returned as the JSON text a provider sees, whichever form
+/// a client sent: one form on the wire, and the text is what the token count already measures.
+fn arguments_as_text(body: &mut EventBody) {
+    if let EventBody::Message(message) = body {
+        for call in &mut message.tool_calls {
+            if !call.arguments.is_string() {
+                call.arguments = Value::String(call.arguments_text().into_owned());
+            }
+        }
+    }
+}
+
 /// Counts every event's tokens with the session's tokenizer (see [`tokens::count_all`]).
 async fn count_tokens(
     tokenizer: Tokenizer,
@@ -204,7 +220,6 @@ async fn count_tokens(
 
 /// About how many bytes of text counting `event` reads: shares a large batch between the cores.
 fn text_bytes(event: &NewEvent) -> usize {
-    use crate::domain::event::EventBody;
     match &event.body {
         EventBody::Message(m) => {
             m.content.len()
@@ -245,7 +260,10 @@ async fn list_events(
     }
     let limit = extract::page_limit(params.limit, DEFAULT_PAGE, MAX_PAGE)?;
     // Events first, then the head: the head is then never behind the page.
-    let events = state.store.list_events(id, after_seq, limit).await?;
+    let mut events = state.store.list_events(id, after_seq, limit).await?;
+    for event in &mut events {
+        arguments_as_text(&mut event.body); // events stored before arguments were held as text
+    }
     let session = state
         .store
         .get_session(id)

@@ -102,20 +102,23 @@ assert isinstance(session, Session), session
 events = [
     {"id": "u1", "type": "message", "role": "user", "content": "List src/"},
     {"id": "a1", "type": "message", "role": "assistant", "content": "",
-     "tool_calls": [{"id": "c1", "name": "shell", "arguments": {"cmd": "ls src"}}]},
+     "tool_calls": [{"id": "c1", "name": "shell", "arguments": {"cmd": "ls src"}},
+                    {"id": "c2", "name": "shell", "arguments": "{\"cmd\":\"pwd\"}"}]},
     {"id": "t1", "type": "message", "role": "tool", "tool_call_id": "c1", "name": "shell",
      "content": "main.rs"},
+    {"type": "message", "role": "tool", "tool_call_id": "c2", "content": "/work"},
     {"type": "note", "content": "Only src/ matters", "pinned": True},
 ]
 body = AppendRequest(events=[EventInput.from_dict(e) for e in events])
 appended = append_events.sync(client=client, id=session.id, body=body)
-assert appended.head_seq == 4, appended
+assert appended.head_seq == 5, appended
 page = list_events.sync(client=client, id=session.id)
 assert isinstance(page, EventPage), page
 kinds = [type(e).__name__ for e in page.events]
-assert kinds == ["MessageEvent"] * 3 + ["NoteEvent"], kinds
-assert page.events[1].tool_calls[0].name == "shell", page.events[1]
-assert page.events[3].pinned is True
+assert kinds == ["MessageEvent"] * 4 + ["NoteEvent"], kinds
+calls = [(c.id, c.arguments) for c in page.events[1].tool_calls]
+assert calls == [("c1", '{"cmd":"ls src"}'), ("c2", '{"cmd":"pwd"}')], calls
+assert page.events[4].pinned is True
 print("read back", kinds)
 "#;
 

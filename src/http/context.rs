@@ -75,6 +75,7 @@ struct ContextParams {
     /// Paging: only items after this seq.
     after_seq: Option<i64>,
     /// Items per page, 1 to 2000 (default 200).
+    #[param(minimum = 1, maximum = 2000)]
     limit: Option<u32>,
 }
 
@@ -195,6 +196,7 @@ struct SliceParams {
     /// First character (default 0).
     offset: Option<usize>,
     /// Most characters to return, 1 to 200000 (default 4000).
+    #[param(minimum = 1, maximum = 200000)]
     limit: Option<usize>,
 }
 
@@ -251,7 +253,18 @@ async fn observation(
 #[into_params(parameter_in = Query)]
 struct ToolParams {
     /// `openai` (default) or `anthropic`.
+    #[param(value_type = Option<ToolFormat>, inline)]
     format: Option<String>,
+}
+
+/// The provider whose tool-definition shape the recall tool comes in.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+enum ToolFormat {
+    #[schema(rename = "openai")]
+    Openai,
+    #[schema(rename = "anthropic")]
+    Anthropic,
 }
 
 /// A ready tool schema agents add so their model can recall offloaded content.

@@ -73,8 +73,10 @@ pub struct EventPage {
 #[into_params(parameter_in = Query)]
 struct EventListParams {
     /// Only events with a greater seq (default 0: from the start).
+    #[param(minimum = 0)]
     after_seq: Option<i64>,
     /// Events per page, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
 }
 

@@ -44,6 +44,7 @@ pub struct SessionPage {
 #[allow(dead_code)]
 struct SessionListParams {
     /// Sessions per page, 1 to 1000 (default 50).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     /// The `next_cursor` of the previous page.
     cursor: Option<String>,

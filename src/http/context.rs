@@ -83,6 +83,7 @@ struct ContextParams {
 ///
 /// Answers from the stored compaction state, without recomputing the view.
 #[utoipa::path(get, path = "/sessions/{id}/context", tag = "context",
+    operation_id = "get_context",
     params(("id" = Uuid, Path, description = "The session id"), ContextParams),
     responses(
         (status = 200, description = "The context", body = ContextResponse, example = json!({
@@ -204,6 +205,7 @@ struct SliceParams {
 ///
 /// Offsets and lengths count characters, never splitting one.
 #[utoipa::path(get, path = "/sessions/{id}/observations/{event_id}", tag = "context",
+    operation_id = "get_observation",
     params(("id" = Uuid, Path, description = "The session id"),
         ("event_id" = i64, Path, description = "The event's seq, as in `observation://<seq>`"),
         SliceParams),
@@ -272,6 +274,7 @@ enum ToolFormat {
 /// When the model calls it, the agent answers with
 /// `GET /sessions/{id}/observations/{seq}?offset=&limit=`.
 #[utoipa::path(get, path = "/tools/recall_observation", tag = "context",
+    operation_id = "get_recall_tool",
     params(ToolParams),
     responses(
         (status = 200, description = "The tool schema", body = Object, example = json!({

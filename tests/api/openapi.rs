@@ -60,6 +60,34 @@ fn every_operation_documents_its_errors() {
     }
 }
 
+#[test]
+fn operation_ids_read_as_what_they_do_and_no_rust_type_is_named() {
+    let doc: Value = serde_json::from_str(&ctxd::openapi().to_json().unwrap()).unwrap();
+    let mut ids = std::collections::BTreeSet::new();
+    for (path, operations) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in operations.as_object().unwrap() {
+            let id = operation["operationId"].as_str().unwrap_or_default();
+            let verb = id.split('_').next().unwrap_or_default();
+            assert!(
+                ["get", "list", "create", "delete", "append", "compact", "record"].contains(&verb)
+                    && id.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{method} {path}: operation id `{id}` does not say what it does"
+            );
+            assert!(
+                ids.insert(id.to_owned()),
+                "operation id `{id}` is used twice"
+            );
+        }
+    }
+    let text = doc.to_string();
+    for rust in ["BTreeMap", "HashMap", "IndexMap", "Vec<", "Option<", "::"] {
+        assert!(
+            !text.contains(rust),
+            "the document names the Rust type `{rust}`"
+        );
+    }
+}
+
 on_both_backends! {
     async fn documented_bounds_are_the_ones_the_server_holds(app) {
         let doc: Value = serde_json::from_str(&ctxd::openapi().to_json().unwrap()).unwrap();

@@ -68,13 +68,27 @@ pub enum EpisodeKind {
 #[serde(deny_unknown_fields)]
 pub struct ToolCall {
     /// The provider's call id; the tool result answers it with `tool_call_id`.
+    #[schema(min_length = 1, max_length = 256)]
     pub id: String,
     /// The tool's name.
+    #[schema(min_length = 1, max_length = 256)]
     pub name: String,
     /// The arguments, as the provider gave them: a JSON string (OpenAI) or an object (Anthropic).
+    /// Stored and returned as the JSON string either way.
     #[serde(default = "empty_arguments")]
-    #[schema(value_type = Object)]
+    #[schema(value_type = ToolArguments)]
     pub arguments: Value,
+}
+
+/// Tool-call arguments as a client may send them (documentation only: the field is a `Value`).
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum ToolArguments {
+    /// The JSON text, as OpenAI gives it.
+    Text(String),
+    /// The object, as Anthropic gives it.
+    Object(Map<String, Value>),
 }
 
 fn empty_arguments() -> Value {
@@ -96,6 +110,7 @@ impl ToolCall {
 #[serde(deny_unknown_fields)]
 pub struct EventInput {
     /// The client's id for this event; appending it again is idempotent.
+    #[schema(min_length = 1, max_length = 256)]
     pub id: Option<String>,
     #[serde(rename = "type")]
     pub kind: EventType,
@@ -107,8 +122,10 @@ pub struct EventInput {
     /// `message` with role `assistant`: the tool calls it issues.
     pub tool_calls: Option<Vec<ToolCall>>,
     /// `message` with role `tool`: the call this result answers.
+    #[schema(min_length = 1, max_length = 256)]
     pub tool_call_id: Option<String>,
     /// `message`: the participant or tool name; `episode_start`/`episode_end`: the episode's name.
+    #[schema(min_length = 1, max_length = 256)]
     pub name: Option<String>,
     /// `message` with role `tool`: whether the tool failed.
     pub is_error: Option<bool>,

@@ -17,6 +17,26 @@ const MAX_LABELS: usize = 64;
 const MAX_LABEL_KEY_CHARS: usize = 128;
 const MAX_LABEL_VALUE_CHARS: usize = 1024;
 
+/// Labels as the OpenAPI document describes them, with the bounds [`validate_labels`] holds.
+fn labels_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let text = |min: Option<usize>, max: usize| {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(min)
+            .max_length(Some(max))
+    };
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "Labels (string keys to string values); the session list filters by them.",
+        ))
+        .property_names(Some(text(Some(1), MAX_LABEL_KEY_CHARS)))
+        .additional_properties(Some(text(None, MAX_LABEL_VALUE_CHARS)))
+        .max_properties(Some(MAX_LABELS))
+        .build()
+}
+
 /// The smallest and largest context windows ctxd accepts.
 const MIN_CONTEXT_WINDOW: u32 = 1_024;
 const MAX_CONTEXT_WINDOW: u32 = 100_000_000;
@@ -35,12 +55,16 @@ pub enum Policy {
 #[serde(deny_unknown_fields)]
 pub struct Thresholds {
     #[serde(default = "Thresholds::default_warn")]
+    #[schema(exclusive_minimum = 0, maximum = 1)]
     pub warn: f64,
     #[serde(default = "Thresholds::default_soft")]
+    #[schema(exclusive_minimum = 0, maximum = 1)]
     pub soft: f64,
     #[serde(default = "Thresholds::default_full")]
+    #[schema(exclusive_minimum = 0, maximum = 1)]
     pub full: f64,
     #[serde(default = "Thresholds::default_emergency")]
+    #[schema(exclusive_minimum = 0, maximum = 1)]
     pub emergency: f64,
 }
 
@@ -76,12 +100,12 @@ impl Default for Thresholds {
 pub struct SessionConfig {
     /// The model's context window in tokens.
     #[serde(default = "SessionConfig::default_context_window")]
-    #[schema(default = 200000, minimum = 1024)]
+    #[schema(default = 200000, minimum = 1024, maximum = 100000000)]
     pub context_window: u32,
     /// Tokens reserved for the model's reply; a view leaves them free. At least 1 and less
     /// than half the context window; when omitted, 8192 or a quarter of the context window,
     /// whichever is smaller.
-    #[schema(required = false)]
+    #[schema(required = false, minimum = 1)]
     pub max_output_tokens: u32,
     /// How token costs are counted.
     #[serde(default)]
@@ -94,19 +118,20 @@ pub struct SessionConfig {
     pub thresholds: Thresholds,
     /// The newest messages that are always kept verbatim.
     #[serde(default = "SessionConfig::default_min_tail_messages")]
-    #[schema(default = 6)]
+    #[schema(default = 6, maximum = 10000)]
     pub min_tail_messages: u32,
     /// Tool results longer than this (in characters) are offloaded to observations when compacting.
     #[serde(default = "SessionConfig::default_offload_threshold_chars")]
-    #[schema(default = 4000)]
+    #[schema(default = 4000, minimum = 100)]
     pub offload_threshold_chars: u32,
     /// A compaction rewrites the view's middle only when it frees at least this fraction of the
     /// window, so that the provider's prompt cache keeps hitting between compactions.
     #[serde(default = "SessionConfig::default_min_compaction_gain")]
-    #[schema(default = 0.05)]
+    #[schema(default = 0.05, minimum = 0, maximum = 0.5)]
     pub min_compaction_gain: f64,
     /// The longest summary, in characters (default: 8000, or the context window if smaller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 200)]
     pub summary_max_chars: Option<u32>,
 }
 
@@ -287,6 +312,7 @@ pub struct NewSession {
     pub config: SessionConfig,
     /// Labels (string to string) to filter the session list by.
     #[serde(default)]
+    #[schema(schema_with = labels_schema)]
     pub metadata: Labels,
 }
 
@@ -335,6 +361,7 @@ pub struct Session {
     /// When the last event was appended (or the session created).
     pub updated_at: DateTime<Utc>,
     pub config: SessionConfig,
+    #[schema(schema_with = labels_schema)]
     pub metadata: Labels,
     /// The seq of the newest event; 0 for an empty session.
     pub head_seq: i64,

@@ -50,6 +50,7 @@ pub struct CompactBody {
     /// answered tool result by reference with a safety margin; 2 keeps only system, pinned
     /// items, the summary and the last user turn.
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 2)]
     pub overflow_retry: u8,
 }
 
@@ -182,6 +183,7 @@ pub struct CompactionPage {
 #[into_params(parameter_in = Query)]
 struct CompactionListParams {
     /// Records per page, 1 to 200 (default 20).
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<u32>,
     /// The `next_cursor` of the previous page.
     cursor: Option<Uuid>,
@@ -254,11 +256,15 @@ async fn get_compaction(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UsageBody {
-    /// The provider's `input_tokens` (`prompt_tokens`) for the request built from the view.
+    /// The provider's `input_tokens` (`prompt_tokens`) for the request built from the view:
+    /// between 0.25 and 4 times ctxd's count of it.
+    #[schema(minimum = 1)]
     pub input_tokens: i64,
-    /// The compaction whose view was sent (its `input_tokens_estimate` is compared).
+    /// The compaction whose view was sent (its `input_tokens_estimate` is compared). Give this
+    /// or `view_tokens`, not both.
     pub compaction_id: Option<Uuid>,
     /// Or: ctxd's own count of the request that was sent.
+    #[schema(minimum = 1)]
     pub view_tokens: Option<i64>,
 }
 

@@ -75,6 +75,7 @@ struct ContextParams {
     /// Paging: only items after this seq.
     after_seq: Option<i64>,
     /// Items per page, 1 to 2000 (default 200).
+    #[param(minimum = 1, maximum = 2000)]
     limit: Option<u32>,
 }
 
@@ -82,6 +83,7 @@ struct ContextParams {
 ///
 /// Answers from the stored compaction state, without recomputing the view.
 #[utoipa::path(get, path = "/sessions/{id}/context", tag = "context",
+    operation_id = "get_context",
     params(("id" = Uuid, Path, description = "The session id"), ContextParams),
     responses(
         (status = 200, description = "The context", body = ContextResponse, example = json!({
@@ -195,6 +197,7 @@ struct SliceParams {
     /// First character (default 0).
     offset: Option<usize>,
     /// Most characters to return, 1 to 200000 (default 4000).
+    #[param(minimum = 1, maximum = 200000)]
     limit: Option<usize>,
 }
 
@@ -202,6 +205,7 @@ struct SliceParams {
 ///
 /// Offsets and lengths count characters, never splitting one.
 #[utoipa::path(get, path = "/sessions/{id}/observations/{event_id}", tag = "context",
+    operation_id = "get_observation",
     params(("id" = Uuid, Path, description = "The session id"),
         ("event_id" = i64, Path, description = "The event's seq, as in `observation://<seq>`"),
         SliceParams),
@@ -251,7 +255,18 @@ async fn observation(
 #[into_params(parameter_in = Query)]
 struct ToolParams {
     /// `openai` (default) or `anthropic`.
+    #[param(value_type = Option<ToolFormat>, inline)]
     format: Option<String>,
+}
+
+/// The provider whose tool-definition shape the recall tool comes in.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+enum ToolFormat {
+    #[schema(rename = "openai")]
+    Openai,
+    #[schema(rename = "anthropic")]
+    Anthropic,
 }
 
 /// A ready tool schema agents add so their model can recall offloaded content.
@@ -259,6 +274,7 @@ struct ToolParams {
 /// When the model calls it, the agent answers with
 /// `GET /sessions/{id}/observations/{seq}?offset=&limit=`.
 #[utoipa::path(get, path = "/tools/recall_observation", tag = "context",
+    operation_id = "get_recall_tool",
     params(ToolParams),
     responses(
         (status = 200, description = "The tool schema", body = Object, example = json!({

@@ -4,6 +4,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -12,7 +13,7 @@ use super::error::{ApiError, Problem};
 use super::extract;
 use super::AppState;
 use crate::domain::append::CountedEvent;
-use crate::domain::event::{Event, EventInput, NewEvent};
+use crate::domain::event::{Event, EventBody, EventInput, NewEvent};
 use crate::tokens::{self, Tokenizer};
 
 const DEFAULT_PAGE: u32 = 100;
@@ -58,6 +59,7 @@ pub struct AppendResponse {
 /// A page of the log.
 #[derive(Serialize, ToSchema)]
 pub struct EventPage {
+    #[schema(value_type = Vec<super::event_schema::StoredEvent>)]
     pub events: Vec<Event>,
     /// Pass as `after_seq` for the next page; absent when this page reaches the head.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -71,8 +73,10 @@ pub struct EventPage {
 #[into_params(parameter_in = Query)]
 struct EventListParams {
     /// Only events with a greater seq (default 0: from the start).
+    #[param(minimum = 0)]
     after_seq: Option<i64>,
     /// Events per page, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
 }
 
@@ -140,7 +144,10 @@ async fn append_events(
     let mut errors = Vec::new();
     for (index, input) in request.events.into_iter().enumerate() {
         match input.validate(index) {
-            Ok(event) => events.push(event),
+            Ok(mut event) => {
+                arguments_as_text(&mut event.body);
+                events.push(event)
+            }
             Err(e) => errors.extend(e),
         }
     }
@@ -185,6 +192,18 @@ async fn append_events(
     ))
 }
 
+/// Tool-call arguments are stored and returned as the JSON text a provider sees, whichever form
+/// a client sent: one form on the wire, and the text is what the token count already measures.
+fn arguments_as_text(body: &mut EventBody) {
+    if let EventBody::Message(message) = body {
+        for call in &mut message.tool_calls {
+            if !call.arguments.is_string() {
+                call.arguments = Value::String(call.arguments_text().into_owned());
+            }
+        }
+    }
+}
+
 /// Counts every event's tokens with the session's tokenizer (see [`tokens::count_all`]).
 async fn count_tokens(
     tokenizer: Tokenizer,
@@ -203,7 +222,6 @@ async fn count_tokens(
 
 /// About how many bytes of text counting `event` reads: shares a large batch between the cores.
 fn text_bytes(event: &NewEvent) -> usize {
-    use crate::domain::event::EventBody;
     match &event.body {
         EventBody::Message(m) => {
             m.content.len()
@@ -244,7 +262,10 @@ async fn list_events(
     }
     let limit = extract::page_limit(params.limit, DEFAULT_PAGE, MAX_PAGE)?;
     // Events first, then the head: the head is then never behind the page.
-    let events = state.store.list_events(id, after_seq, limit).await?;
+    let mut events = state.store.list_events(id, after_seq, limit).await?;
+    for event in &mut events {
+        arguments_as_text(&mut event.body); // events stored before arguments were held as text
+    }
     let session = state
         .store
         .get_session(id)

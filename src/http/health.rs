@@ -27,7 +27,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// Liveness: the process is up.
-#[utoipa::path(get, path = "/healthz", tag = "health",
+#[utoipa::path(get, path = "/healthz", tag = "health", operation_id = "get_health",
     responses((status = 200, description = "The process serves requests", body = Health,
         example = json!({"status": "ok"}))))]
 async fn healthz() -> Json<Health> {
@@ -38,7 +38,7 @@ async fn healthz() -> Json<Health> {
 }
 
 /// Readiness: the database answers.
-#[utoipa::path(get, path = "/readyz", tag = "health",
+#[utoipa::path(get, path = "/readyz", tag = "health", operation_id = "get_readiness",
     responses(
         (status = 200, description = "Ready to serve", body = Health,
             example = json!({"status": "ready", "database": "postgres"})),

@@ -4,6 +4,7 @@
 mod compaction;
 mod context;
 pub mod error;
+mod event_schema;
 mod events;
 mod extract;
 mod health;
@@ -115,12 +116,54 @@ fn api_router() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document, generated from the handlers.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_router().into_openapi()
+    with_middleware_answers(api_router().into_openapi())
+}
+
+/// Documents what the middleware answers for any operation, where a handler's own annotation
+/// does not: 503 when a request outlives the server's timeout, and 413 when a body is larger
+/// than the limit.
+fn with_middleware_answers(mut api: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
+    use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+    let problem = |description: &str| {
+        RefOr::T(
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/problem+json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("Problem")))
+                        .build(),
+                )
+                .build(),
+        )
+    };
+    for item in api.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for operation in operations.into_iter().flatten() {
+            let responses = &mut operation.responses.responses;
+            if operation.request_body.is_some() {
+                responses
+                    .entry("413".into())
+                    .or_insert_with(|| problem("The body is larger than the server's limit"));
+            }
+            responses.entry("503".into()).or_insert_with(|| {
+                problem("The request took longer than the server's timeout; retry")
+            });
+        }
+    }
+    api
 }
 
 /// The whole service: API routes, docs UI, and the middleware every request passes through.
 pub fn app(state: AppState) -> Router {
     let (router, api) = api_router().split_for_parts();
+    let api = with_middleware_answers(api);
     let request_id = HeaderName::from_static("x-request-id");
     let limits = state.limits.clone();
     router

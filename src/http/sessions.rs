@@ -20,7 +20,6 @@ use crate::store::SessionFilter;
 
 const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 1_000;
-const LABEL_PREFIX: &str = "metadata.";
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -37,19 +36,21 @@ pub struct SessionPage {
     pub next_cursor: Option<String>,
 }
 
-/// Query parameters of `GET /sessions`. Labels filter with `metadata.<key>=<value>`; several
-/// labels must all match.
+/// Query parameters of `GET /sessions`. Labels filter with `metadata[<key>]=<value>` (or the
+/// older `metadata.<key>=<value>`); several labels must all match.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
 struct SessionListParams {
     /// Sessions per page, 1 to 1000 (default 50).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     /// The `next_cursor` of the previous page.
     cursor: Option<String>,
-    /// A label to match, e.g. `metadata.team=search`.
-    #[param(rename = "metadata.{key}")]
-    metadata: Option<String>,
+    /// Labels the sessions must all carry, sent as `metadata[team]=search`. The form
+    /// `metadata.team=search` is accepted too.
+    #[param(style = DeepObject, explode, value_type = Option<HashMap<String, String>>)]
+    metadata: Option<HashMap<String, String>>,
 }
 
 /// Create a session.
@@ -136,13 +137,13 @@ async fn list_sessions(
                     ApiError::BadRequest("cursor is not a next_cursor this API returned".into())
                 })?);
             }
-            _ => match name.strip_prefix(LABEL_PREFIX) {
+            _ => match label_key(&name) {
                 Some(key) => {
                     filter.labels.insert(key.to_owned(), value);
                 }
                 None => {
                     return Err(ApiError::BadRequest(format!(
-                        "unknown query parameter `{name}`: use limit, cursor or metadata.<key>"
+                        "unknown query parameter `{name}`: use limit, cursor or metadata[<key>]"
                     )))
                 }
             },
@@ -165,6 +166,18 @@ async fn list_sessions(
         sessions,
         next_cursor,
     }))
+}
+
+/// The label a filter parameter names: `metadata[key]` (what generated clients send for a
+/// deepObject parameter) or `metadata.key`.
+fn label_key(name: &str) -> Option<&str> {
+    if let Some(key) = name
+        .strip_prefix("metadata[")
+        .and_then(|rest| rest.strip_suffix(']'))
+    {
+        return Some(key);
+    }
+    name.strip_prefix("metadata.")
 }
 
 /// Get a session with its configuration and log head.

@@ -72,9 +72,15 @@ on_both_backends! {
             assert_eq!(got["seq"], i as i64 + 1);
             assert_eq!(got["tokens"], acks[i]["tokens"], "the stored cost is the acknowledged one");
             for (field, value) in sent.as_object().unwrap() {
-                assert_eq!(&got[field], value, "event {i} field {field}");
+                if field != "tool_calls" {
+                    assert_eq!(&got[field], value, "event {i} field {field}");
+                }
             }
         }
+        // Tool-call arguments come back as the JSON text, whichever form they were sent in.
+        assert_eq!(stored[3]["tool_calls"], json!([
+            {"id": "c1", "name": "read", "arguments": "{\"path\":\"src/lib.rs\"}"},
+            {"id": "c2", "name": "grep", "arguments": "{\"q\":\"fn\"}"}]));
         // Canonical defaults are filled in.
         assert_eq!(stored[0]["pinned"], false);
         assert_eq!(stored[5]["is_error"], false);
@@ -82,6 +88,27 @@ on_both_backends! {
         let session = app.get(&format!("/sessions/{id}")).await.body;
         let total: i64 = acks.iter().map(|a| a["tokens"].as_i64().unwrap()).sum();
         assert_eq!(session["total_tokens"], total);
+    }
+}
+
+on_both_backends! {
+    async fn tool_call_arguments_are_held_as_the_text_a_provider_sees(app) {
+        let id = app.create_session(json!({})).await;
+        let as_object = json!([{"id": "a", "type": "message", "role": "assistant", "content": "",
+            "tool_calls": [{"id": "c1", "name": "shell", "arguments": {"cmd": "ls", "all": true}},
+                           {"id": "c2", "name": "clock"}]}]);
+        let first = app.append(&id, as_object.clone()).await;
+        assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+        // A retry in the same form is still recognised as the same event.
+        let retry = app.append(&id, as_object).await;
+        assert_eq!(retry.status, StatusCode::OK, "{}", retry.body);
+        assert_eq!(retry.body["events"][0]["replayed"], true);
+        let stored = app.all_events(&id).await;
+        let calls = stored[0]["tool_calls"].as_array().unwrap();
+        let text = calls[0]["arguments"].as_str().expect("the arguments are a string");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(text).unwrap(), json!({"cmd": "ls", "all": true}));
+        assert_eq!(calls[1]["arguments"], "{}", "absent arguments are an empty object's text");
+        assert_eq!(first.body["events"][0]["tokens"], retry.body["events"][0]["tokens"]);
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod client;
 mod compaction;
 mod concurrency;
 mod deploy;

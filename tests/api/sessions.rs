@@ -119,6 +119,31 @@ on_both_backends! {
 }
 
 on_both_backends! {
+    async fn labels_filter_in_the_bracket_form_generated_clients_send(app) {
+        let a = app.create_session(json!({"metadata": {"team": "search", "env": "prod", "k8s.ns": "a"}})).await;
+        let b = app.create_session(json!({"metadata": {"team": "search", "env": "dev"}})).await;
+        app.create_session(json!({"metadata": {"team": "ads"}})).await;
+        let ids = |reply: crate::support::Reply| -> Vec<String> {
+            assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+            reply.body["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["id"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(ids(app.get("/sessions?metadata[team]=search").await), [b.clone(), a.clone()]);
+        // As a client percent-encodes it, mixed with the dotted form, and with a dot in the key.
+        assert_eq!(ids(app.get("/sessions?metadata%5Bteam%5D=search&metadata.env=prod").await), [a.clone()]);
+        assert_eq!(ids(app.get("/sessions?metadata[k8s.ns]=a").await), [a]);
+        assert!(ids(app.get("/sessions?metadata[team]=none").await).is_empty());
+        // A bracket with no key is an empty label key, refused like one in a body.
+        let reply = app.get("/sessions?metadata[]=x").await;
+        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.body);
+    }
+}
+
+on_both_backends! {
     async fn bad_list_parameters_are_named(app) {
         for (query, needle) in [
             ("limit=0", "limit"),

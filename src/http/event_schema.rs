@@ -1,0 +1,171 @@
+//! The stored event as the OpenAPI document describes it: one named schema per event type,
+//! discriminated on `type`, so that a generated client gets one class per type. These types only
+//! describe the wire format of [`crate::domain::event::Event`] (its body flattened beside the
+//! stored fields); tests/api/schema.rs validates real answers against them.
+#![allow(dead_code)]
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use crate::domain::event::{EpisodeKind, Role};
+
+/// An event as stored: immutable once appended. `type` says which fields it has.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[schema(as = Event, discriminator(property_name = "type", mapping(
+    ("message" = "#/components/schemas/MessageEvent"),
+    ("episode_start" = "#/components/schemas/EpisodeStartEvent"),
+    ("episode_end" = "#/components/schemas/EpisodeEndEvent"),
+    ("note" = "#/components/schemas/NoteEvent")
+)))]
+pub enum StoredEvent {
+    Message(MessageEvent),
+    EpisodeStart(EpisodeStartEvent),
+    EpisodeEnd(EpisodeEndEvent),
+    Note(NoteEvent),
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageType {
+    Message,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EpisodeStartType {
+    EpisodeStart,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EpisodeEndType {
+    EpisodeEnd,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NoteType {
+    Note,
+}
+
+/// A stored tool call.
+#[derive(Serialize, ToSchema)]
+pub struct StoredToolCall {
+    /// The provider's call id; the tool result answers it with `tool_call_id`.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as the JSON text a provider sees, whether they were sent as a string or as
+    /// an object.
+    pub arguments: String,
+}
+
+/// A message of the conversation, as stored.
+#[derive(Serialize, ToSchema)]
+pub struct MessageEvent {
+    #[serde(rename = "type")]
+    #[schema(inline)]
+    pub kind: MessageType,
+    /// Position in the session's log: 1, 2, 3…
+    pub seq: i64,
+    /// The client's id, when one was given.
+    #[schema(required = false)]
+    pub id: String,
+    pub role: Role,
+    /// The text; may be empty on a tool result and on an assistant message with tool calls.
+    pub content: String,
+    /// Assistant messages: the tool calls it issues (absent when none).
+    #[schema(required = false)]
+    pub tool_calls: Vec<StoredToolCall>,
+    /// Tool results: the call this result answers.
+    #[schema(required = false)]
+    pub tool_call_id: String,
+    /// The participant or tool name, when one was given.
+    #[schema(required = false)]
+    pub name: String,
+    /// Tool results: whether the tool failed.
+    #[schema(required = false)]
+    pub is_error: bool,
+    pub pinned: bool,
+    /// The client's free-form JSON object, when one was given.
+    #[schema(value_type = Object, required = false)]
+    pub metadata: Map<String, Value>,
+    /// Token cost of the event with the session's tokenizer, computed once at append.
+    pub tokens: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The start of an exploration or action episode, as stored.
+#[derive(Serialize, ToSchema)]
+pub struct EpisodeStartEvent {
+    #[serde(rename = "type")]
+    #[schema(inline)]
+    pub kind: EpisodeStartType,
+    /// Position in the session's log: 1, 2, 3…
+    pub seq: i64,
+    /// The client's id, when one was given.
+    #[schema(required = false)]
+    pub id: String,
+    /// The episode's name.
+    pub name: String,
+    #[serde(rename = "kind")]
+    pub episode_kind: EpisodeKind,
+    /// Names of the episodes this one depends on.
+    pub dependencies: Vec<String>,
+    pub pinned: bool,
+    /// The client's free-form JSON object, when one was given.
+    #[schema(value_type = Object, required = false)]
+    pub metadata: Map<String, Value>,
+    /// Token cost of the event with the session's tokenizer, computed once at append.
+    pub tokens: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The end of an episode, with what it established, as stored.
+#[derive(Serialize, ToSchema)]
+pub struct EpisodeEndEvent {
+    #[serde(rename = "type")]
+    #[schema(inline)]
+    pub kind: EpisodeEndType,
+    /// Position in the session's log: 1, 2, 3…
+    pub seq: i64,
+    /// The client's id, when one was given.
+    #[schema(required = false)]
+    pub id: String,
+    /// The episode's name.
+    pub name: String,
+    /// What the episode established.
+    pub conclusion: String,
+    pub pinned: bool,
+    /// The client's free-form JSON object, when one was given.
+    #[schema(value_type = Object, required = false)]
+    pub metadata: Map<String, Value>,
+    /// Token cost of the event with the session's tokenizer, computed once at append.
+    pub tokens: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A pinned decision or constraint, as stored.
+#[derive(Serialize, ToSchema)]
+pub struct NoteEvent {
+    #[serde(rename = "type")]
+    #[schema(inline)]
+    pub kind: NoteType,
+    /// Position in the session's log: 1, 2, 3…
+    pub seq: i64,
+    /// The client's id, when one was given.
+    #[schema(required = false)]
+    pub id: String,
+    /// The note's text.
+    pub content: String,
+    pub pinned: bool,
+    /// The client's free-form JSON object, when one was given.
+    #[schema(value_type = Object, required = false)]
+    pub metadata: Map<String, Value>,
+    /// Token cost of the event with the session's tokenizer, computed once at append.
+    pub tokens: i64,
+    pub created_at: DateTime<Utc>,
+}

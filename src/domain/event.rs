@@ -316,8 +316,27 @@ pub struct Event {
 impl Event {
     /// Whether `new` is the same event as this one (an idempotent retry).
     pub fn same_as(&self, new: &NewEvent) -> bool {
-        self.body == new.body && self.pinned == new.pinned && self.metadata == new.metadata
+        self.pinned == new.pinned
+            && self.metadata == new.metadata
+            && same_body(&self.body, &new.body)
     }
+}
+
+/// Whether two bodies say the same. Tool-call arguments compare by the text a provider sees:
+/// an event stored with its arguments as an object is the same as one that holds their text.
+fn same_body(stored: &EventBody, new: &EventBody) -> bool {
+    let (EventBody::Message(a), EventBody::Message(b)) = (stored, new) else {
+        return stored == new;
+    };
+    a.role == b.role
+        && a.content == b.content
+        && a.tool_call_id == b.tool_call_id
+        && a.name == b.name
+        && a.is_error == b.is_error
+        && a.tool_calls.len() == b.tool_calls.len()
+        && a.tool_calls.iter().zip(&b.tool_calls).all(|(x, y)| {
+            x.id == y.id && x.name == y.name && x.arguments_text() == y.arguments_text()
+        })
 }
 
 impl EventInput {
@@ -742,5 +761,27 @@ mod tests {
         );
         assert_eq!(serde_json::from_value::<EventBody>(json).unwrap(), e.body);
         assert!(e.pinned);
+    }
+
+    #[test]
+    fn a_retry_is_the_same_event_whichever_form_its_arguments_take() {
+        let call = |arguments: Value| {
+            validate(json!({"type": "message", "role": "assistant",
+                "tool_calls": [{"id": "c1", "name": "ls", "arguments": arguments}]}))
+            .expect("valid")
+        };
+        let stored = |new: NewEvent| Event {
+            seq: 1,
+            id: None,
+            tokens: 1,
+            body: new.body,
+            pinned: new.pinned,
+            metadata: new.metadata,
+            created_at: Utc::now(),
+        };
+        let object = stored(call(json!({"path": "src"})));
+        assert!(object.same_as(&call(json!("{\"path\":\"src\"}"))));
+        assert!(object.same_as(&call(json!({"path": "src"}))));
+        assert!(!object.same_as(&call(json!({"path": "lib"}))));
     }
 }

@@ -1,0 +1,329 @@
+//! Hand-made views, one per situation a renderer meets, with the shape each provider gets;
+//! how results pair with calls; input outside the engine's contract; the formats.
+
+use serde_json::json;
+
+use super::*;
+use crate::engine::validate::{validate_anthropic, validate_openai};
+
+struct Case {
+    name: &'static str,
+    view: Vec<ViewMessage<'static>>,
+    openai: &'static [&'static str],
+    anthropic: &'static [&'static str],
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "plain chat",
+            view: vec![
+                system("Be brief."),
+                user("hi"),
+                assistant("hello"),
+                user("bye"),
+            ],
+            openai: &["system", "user", "assistant", "user"],
+            anthropic: &["user: text", "assistant: text", "user: text"],
+        },
+        Case {
+            name: "tool exchange",
+            view: vec![
+                user("list files"),
+                calls("", &["c1"]),
+                result("c1", "a.txt"),
+                assistant("one file"),
+            ],
+            openai: &["user", "assistant: c1", "tool: c1", "assistant"],
+            anthropic: &[
+                "user: text",
+                "assistant: tool_use(c1)",
+                "user: tool_result(c1)",
+                "assistant: text",
+            ],
+        },
+        Case {
+            name: "parallel calls with results in reverse order",
+            view: vec![
+                user("check everything"),
+                calls("checking", &["c1", "c2", "c3"]),
+                result("c3", "three"),
+                result("c2", "two"),
+                result("c1", "one"),
+                assistant("done"),
+            ],
+            openai: &[
+                "user",
+                "assistant: c1 c2 c3",
+                "tool: c1",
+                "tool: c2",
+                "tool: c3",
+                "assistant",
+            ],
+            anthropic: &[
+                "user: text",
+                "assistant: text tool_use(c1) tool_use(c2) tool_use(c3)",
+                "user: tool_result(c1) tool_result(c2) tool_result(c3)",
+                "assistant: text",
+            ],
+        },
+        Case {
+            name: "a user message between a call and its result",
+            view: vec![
+                user("run the tests"),
+                calls("", &["c1", "c2"]),
+                result("c2", "lint ok"),
+                user("also check the docs"),
+                result("c1", "tests ok"),
+                assistant("all green"),
+            ],
+            openai: &[
+                "user",
+                "assistant: c1 c2",
+                "tool: c1",
+                "tool: c2",
+                "user",
+                "assistant",
+            ],
+            anthropic: &[
+                "user: text",
+                "assistant: tool_use(c1) tool_use(c2)",
+                "user: tool_result(c1) tool_result(c2) text",
+                "assistant: text",
+            ],
+        },
+        Case {
+            name: "a call id reused after its first call was answered",
+            view: vec![
+                user("retry until it works"),
+                calls("", &["c1"]),
+                result("c1", "first"),
+                calls("again", &["c1", "c2"]),
+                user("hurry"),
+                result("c2", "other"),
+                result("c1", "second"),
+            ],
+            openai: &[
+                "user",
+                "assistant: c1",
+                "tool: c1",
+                "assistant: c1 c2",
+                "tool: c1",
+                "tool: c2",
+                "user",
+            ],
+            anthropic: &[
+                "user: text",
+                "assistant: tool_use(c1)",
+                "user: tool_result(c1)",
+                "assistant: text tool_use(c1) tool_use(c2)",
+                "user: tool_result(c1) tool_result(c2) text",
+            ],
+        },
+        Case {
+            name: "an error result",
+            view: vec![
+                user("delete it"),
+                calls("", &["c1"]),
+                error_result("c1", "permission denied"),
+            ],
+            openai: &["user", "assistant: c1", "tool: c1"],
+            anthropic: &[
+                "user: text",
+                "assistant: tool_use(c1)",
+                "user: tool_result(c1)",
+            ],
+        },
+        Case {
+            name: "a view that starts with the assistant",
+            view: vec![
+                system("Be brief."),
+                calls("Resuming.", &["c1"]),
+                result("c1", "ok"),
+                user("continue"),
+            ],
+            openai: &["system", "assistant: c1", "tool: c1", "user"],
+            anthropic: &[
+                "user: text",
+                "assistant: text tool_use(c1)",
+                "user: tool_result(c1) text",
+            ],
+        },
+        Case {
+            name: "a summary message after the system prompt",
+            view: vec![
+                system("Be brief."),
+                summary("Summary: the user wants the login bug fixed."),
+                user("go on"),
+                assistant("on it"),
+            ],
+            openai: &["system", "user", "user", "assistant"],
+            anthropic: &["user: text text", "assistant: text"],
+        },
+        Case {
+            name: "consecutive user and assistant messages",
+            view: vec![
+                user("one"),
+                user("two"),
+                assistant("three"),
+                assistant(""),
+                calls("four", &["c1"]),
+                result("c1", ""),
+                user(" "),
+                user("five"),
+            ],
+            openai: &[
+                "user",
+                "user",
+                "assistant",
+                "assistant",
+                "assistant: c1",
+                "tool: c1",
+                "user",
+                "user",
+            ],
+            anthropic: &[
+                "user: text text",
+                "assistant: text text tool_use(c1)",
+                "user: tool_result(c1) text",
+            ],
+        },
+        Case {
+            name: "a view with only the system prompt",
+            view: vec![system("Be brief.")],
+            openai: &["system"],
+            anthropic: &["user: text"],
+        },
+    ]
+}
+
+#[test]
+fn renders_every_case_as_a_valid_request_of_the_expected_shape() {
+    for case in cases() {
+        let openai = render_openai(&case.view);
+        assert_eq!(
+            validate_openai(&openai),
+            Ok(()),
+            "{}: {openai:#}",
+            case.name
+        );
+        assert_eq!(openai_shape(&openai), case.openai, "{}", case.name);
+
+        let anthropic = render_anthropic(&case.view);
+        let valid = validate_anthropic(&anthropic);
+        assert_eq!(valid, Ok(()), "{}: {anthropic:#}", case.name);
+        assert_eq!(anthropic_shape(&anthropic), case.anthropic, "{}", case.name);
+    }
+}
+
+#[test]
+fn results_pair_with_the_most_recent_unanswered_call_of_their_id() {
+    let view = vec![
+        user("go"),
+        calls("", &["c1"]),
+        result("c1", "first"),
+        calls("", &["c1"]),
+        user("note while it runs"),
+        result("c1", "second"),
+    ];
+    let openai = render_openai(&view);
+    let contents: Vec<&Value> = openai["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| &m["content"])
+        .collect();
+    assert_eq!(
+        contents,
+        [
+            &json!("go"),
+            &Value::Null,
+            &json!("first"),
+            &Value::Null,
+            &json!("second"),
+            &json!("note while it runs"),
+        ]
+    );
+}
+
+#[test]
+fn with_two_calls_of_one_id_open_a_result_answers_the_later_one() {
+    let view = vec![
+        user("go"),
+        calls("", &["c1"]),
+        calls("", &["c1"]),
+        result("c1", "answers the second call"),
+        result("c1", "answers the first call"),
+    ];
+    let openai = render_openai(&view);
+    assert_eq!(openai["messages"][2]["content"], "answers the first call");
+    assert_eq!(openai["messages"][4]["content"], "answers the second call");
+}
+
+#[test]
+fn input_outside_the_contract_still_renders_a_valid_request() {
+    let view = vec![
+        user("go"),
+        result("ghost", "a result with no call"),
+        calls("", &["c1", "c2"]),
+        result("c1", "only one answer"),
+        system("a late system message"),
+    ];
+    let openai = render_openai(&view);
+    assert_eq!(validate_openai(&openai), Ok(()), "{openai:#}");
+    assert_eq!(
+        openai["messages"][1]["content"],
+        "Result of tool call ghost:\na result with no call"
+    );
+    assert_eq!(
+        openai["messages"][4]["content"],
+        format!("Error: {MISSING_RESULT}")
+    );
+    let anthropic = render_anthropic(&view);
+    assert_eq!(validate_anthropic(&anthropic), Ok(()), "{anthropic:#}");
+    assert_eq!(anthropic["system"], "a late system message");
+}
+
+#[test]
+fn raw_keeps_the_messages_as_they_are() {
+    let view = vec![
+        system("s"),
+        summary("sum"),
+        calls("", &["c1"]),
+        error_result("c1", "x"),
+    ];
+    let raw = render(Format::Raw, &view);
+    let items: Vec<ViewMessage> = serde_json::from_value(raw["items"].clone()).unwrap();
+    assert_eq!(items, view);
+    assert_eq!(raw["items"][1].get("seq"), None);
+}
+
+#[test]
+fn format_is_lowercase_and_defaults_to_openai() {
+    assert_eq!(Format::default(), Format::Openai);
+    for (format, name) in [
+        (Format::Openai, "openai"),
+        (Format::Anthropic, "anthropic"),
+        (Format::Raw, "raw"),
+    ] {
+        assert_eq!(serde_json::to_value(format).unwrap(), name);
+        assert_eq!(
+            serde_json::from_value::<Format>(json!(name)).unwrap(),
+            format
+        );
+    }
+    let view = [system("Be brief."), user("hi")];
+    assert_eq!(
+        render(Format::Openai, &view),
+        json!({"messages": [{"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "hi"}]})
+    );
+    assert_eq!(
+        render(Format::Anthropic, &view),
+        json!({"system": "Be brief.", "messages": [{"role": "user",
+            "content": [{"type": "text", "text": "hi"}]}]})
+    );
+    let raw = render(Format::Raw, &view);
+    assert_eq!(raw["items"][1]["content"], "hi");
+    assert_eq!(raw["items"][1]["role"], "user");
+}

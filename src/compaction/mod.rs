@@ -39,16 +39,6 @@ pub struct CompactRequest {
     pub summary_deadline: Duration,
 }
 
-/// The view, as the caller presented it, and the record that explains it.
-#[derive(Debug)]
-pub struct Compacted<V> {
-    pub view: V,
-    pub record: CompactionRecord,
-    /// Whether the state and the record were written (false for dry runs and for calls that
-    /// changed nothing).
-    pub persisted: bool,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum CompactError {
     #[error("session not found")]
@@ -68,7 +58,6 @@ enum Attempt<V> {
     /// The view, presented, with the state as now stored when it was written.
     Done {
         view: V,
-        record: CompactionRecord,
         saved: Option<CompactionState>,
     },
     /// Another compaction wrote first: start again from its state.
@@ -94,7 +83,8 @@ pub struct Presented<'p, 'a> {
     pub persisted: bool,
 }
 
-/// Compacts a session's context and returns the view to send, as `present` makes it. The
+/// Compacts a session's context and returns the view to send, as `present` makes it (with the
+/// record that explains it, and whether it was stored). The
 /// view's events come from `cache` when this replica has them, else from the store.
 ///
 /// Each attempt (the engine, the summary it may ask for, writing the state and `present`)
@@ -107,7 +97,7 @@ pub async fn compact_session<V, P>(
     session_id: Uuid,
     request: CompactRequest,
     present: P,
-) -> Result<Compacted<V>, CompactError>
+) -> Result<V, CompactError>
 where
     V: Send + 'static,
     P: Fn(Presented<'_, '_>) -> V + Send + Sync + 'static,
@@ -141,10 +131,8 @@ where
         match attempt? {
             Attempt::Done {
                 view: presented,
-                record,
                 saved,
             } => {
-                let persisted = saved.is_some();
                 cached.keep_state(match saved {
                     Some(state) => StoredState {
                         version: stored.version + 1,
@@ -153,11 +141,7 @@ where
                     None => stored,
                 });
                 cache.put(session_id, cached);
-                return Ok(Compacted {
-                    view: presented,
-                    record,
-                    persisted,
-                });
+                return Ok(presented);
             }
             Attempt::Lost => {
                 tracing::debug!(%session_id, "a concurrent compaction won; starting again from its state")
@@ -240,7 +224,6 @@ impl Job {
         });
         Ok(Attempt::Done {
             view,
-            record,
             saved: saved.then_some(new_state),
         })
     }
@@ -315,7 +298,7 @@ pub async fn load(
 
 /// Folds the provider's real input-token count for a view into the session's calibration.
 /// `our_tokens` is ctxd's count of the same request (messages and tool schemas). Returns the
-/// new calibration ratio.
+/// calibration factor now applied.
 pub async fn record_usage(
     store: &dyn Store,
     session_id: Uuid,
@@ -329,7 +312,7 @@ pub async fn record_usage(
             .save_compaction(session_id, stored.version, &stored.state, None, &[])
             .await?
         {
-            return Ok(stored.state.calibration);
+            return Ok(stored.state.calibration_factor());
         }
     }
     Err(CompactError::Contended)

@@ -225,6 +225,19 @@ impl EventBody {
         }
     }
 
+    /// Holds tool-call arguments as the JSON text a provider sees, whichever form a client sent
+    /// (the canonical form, which the token count measures); events stored before arguments
+    /// were held as text are brought to it when read.
+    pub fn hold_arguments_as_text(&mut self) {
+        if let Self::Message(message) = self {
+            for call in &mut message.tool_calls {
+                if !call.arguments.is_string() {
+                    call.arguments = Value::String(call.arguments_text().into_owned());
+                }
+            }
+        }
+    }
+
     /// A message's participant or tool name.
     pub fn name(&self) -> Option<&str> {
         match self {
@@ -445,12 +458,15 @@ impl EventInput {
         };
 
         match body {
-            Some(body) if errors.is_empty() => Ok(NewEvent {
-                id,
-                body,
-                pinned,
-                metadata,
-            }),
+            Some(mut body) if errors.is_empty() => {
+                body.hold_arguments_as_text();
+                Ok(NewEvent {
+                    id,
+                    body,
+                    pinned,
+                    metadata,
+                })
+            }
             _ => Err(errors),
         }
     }

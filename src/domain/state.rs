@@ -105,21 +105,16 @@ pub fn calibration_sample(provider_tokens: i64, our_tokens: i64) -> Option<f64> 
         .then_some(sample)
 }
 
-/// The factor applied to our message token counts for a calibration ratio. A provider that
-/// counts more tokens than our tokenizer raises it; one that counts fewer never lowers it
-/// below 1, so the budget stays conservative.
-pub fn applied_calibration(calibration: f64) -> f64 {
-    if calibration.is_finite() {
-        calibration.clamp(1.0, MAX_CALIBRATION_SAMPLE)
-    } else {
-        1.0
-    }
-}
-
 impl CompactionState {
-    /// The factor applied to our message token counts (see [`applied_calibration`]).
+    /// The factor applied to our message token counts. A provider that counts more tokens than
+    /// our tokenizer raises it; one that counts fewer never lowers it below 1, so the budget
+    /// stays conservative.
     pub fn calibration_factor(&self) -> f64 {
-        applied_calibration(self.calibration)
+        if self.calibration.is_finite() {
+            self.calibration.clamp(1.0, MAX_CALIBRATION_SAMPLE)
+        } else {
+            1.0
+        }
     }
 
     /// Folds a provider's real count for a view into the calibration (an exponential average,

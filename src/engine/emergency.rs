@@ -108,7 +108,7 @@ fn reduce_for_emergency(
         Projection::Preview => view::preview_message(item.event, view::PREVIEW_CHARS, item.chars()),
         _ => view::reference_message(item.event, item.chars()),
     };
-    message.tokens = view::cost(&message, tokenizer);
+    message.tokens = message.cost(tokenizer);
     if message.tokens >= item.tokens {
         return 0;
     }
@@ -130,7 +130,7 @@ fn shrink_summary(work: &mut Working<'_>, room: i64) {
         let cap = message.content.chars().count() / 2;
         work.summary_cap = Some(cap);
         work.summary_message = cut_summary(message, Some(cap)).map(|mut m| {
-            m.tokens = view::cost(&m, work.tokenizer);
+            m.tokens = m.cost(work.tokenizer);
             m
         });
     }

@@ -19,14 +19,6 @@ pub use compact::{compact, Step};
 pub use repair::repair;
 pub use run::{EngineError, EngineInput, EngineOutput, Pending};
 
-use crate::domain::compaction::Tier;
-use crate::domain::session::Thresholds;
-
-/// The tier a utilization calls for; boundaries are inclusive.
-pub fn tier_for(utilization: f64, thresholds: &Thresholds) -> Tier {
-    Tier::for_utilization(utilization, thresholds)
-}
-
 #[cfg(test)]
 mod properties;
 #[cfg(test)]

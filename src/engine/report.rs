@@ -9,7 +9,6 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::inspect::{standing, ItemStanding};
-use super::tier_for;
 use crate::domain::compaction::{ItemState, Projection, Tier};
 use crate::domain::event::{EventType, Item, Role};
 use crate::domain::session::Session;
@@ -164,7 +163,7 @@ pub fn usage(session: &Session, state: &CompactionState, view: &[Item]) -> Usage
         tools_tokens,
         tokens_in_view: (message_tokens as f64 * calibration).ceil() as i64,
         utilization,
-        tier: tier_for(utilization, &config.thresholds),
+        tier: Tier::for_utilization(utilization, &config.thresholds),
         calibration,
     }
 }

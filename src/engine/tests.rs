@@ -483,7 +483,7 @@ fn pending_calls_get_a_placeholder_result() {
     let mut log = Log::default();
     log.user("go");
     log.call("pending");
-    let messages: Vec<_> = log.events.iter().map(super::view::full_message).collect();
+    let messages: Vec<_> = log.events.iter().map(ViewMessage::full).collect();
     let (repaired, repairs) = super::repair(messages, Tokenizer::Chars4);
     assert_eq!(repairs.placeholder_results_inserted, 1);
     assert_eq!(repaired.len(), 3);

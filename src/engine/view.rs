@@ -44,11 +44,6 @@ pub fn text_of(event: &Event) -> &str {
     }
 }
 
-/// An event shown in full, borrowing its content.
-pub fn full_message(event: &Event) -> ViewMessage<'_> {
-    ViewMessage::full(event)
-}
-
 /// The first lines of `text`, at most `PREVIEW_LINES` lines and `max_chars` characters.
 fn head_of(text: &str, max_chars: usize) -> &str {
     // Tool output is mostly ASCII: there a character is a byte, and no character is decoded.
@@ -86,7 +81,7 @@ fn shown_text(event: &Event, chars: i64) -> (Cow<'_, str>, i64) {
     match &event.body {
         EventBody::Message(m) => (Cow::Borrowed(&m.content), chars),
         _ => {
-            let text = full_message(event).content.into_owned();
+            let text = event.body.shown_text().into_owned();
             let chars = text.chars().count() as i64;
             (Cow::Owned(text), chars)
         }
@@ -99,7 +94,7 @@ fn reduced_message(event: &Event, content: String, projection: Projection) -> Vi
         content: Cow::Owned(content),
         projection,
         tokens: 0,
-        ..full_message(event)
+        ..ViewMessage::full(event)
     }
 }
 
@@ -134,11 +129,6 @@ pub fn reference_message(event: &Event, chars: i64) -> ViewMessage<'_> {
         ObservationUri(event.seq)
     );
     reduced_message(event, content, Projection::Reference)
-}
-
-/// Tokens of a message built by ctxd (not stored with an event).
-pub fn cost(message: &ViewMessage<'_>, tokenizer: Tokenizer) -> i64 {
-    message.cost(tokenizer)
 }
 
 /// A reduced item listed in the summary message.
@@ -206,7 +196,7 @@ pub fn summary_message(
         projection: Projection::Summary,
         tokens: 0,
     };
-    message.tokens = cost(&message, tokenizer);
+    message.tokens = message.cost(tokenizer);
     Some(message)
 }
 
@@ -234,7 +224,7 @@ pub fn placeholder_result(
         projection: Projection::Reference,
         tokens: 0,
     };
-    message.tokens = cost(&message, tokenizer);
+    message.tokens = message.cost(tokenizer);
     message
 }
 

@@ -33,7 +33,7 @@ impl<'a> Live<'a> {
                 view::preview_message(self.event, view::PREVIEW_CHARS, self.chars())
             }
             Projection::Reference => view::reference_message(self.event, self.chars()),
-            _ => view::full_message(self.event),
+            _ => ViewMessage::full(self.event),
         };
         message.tokens = self.tokens;
         message
@@ -320,7 +320,7 @@ impl<'a> Working<'a> {
         for &i in candidates {
             let item = &self.live[i];
             let mut preview = view::preview_message(item.event, view::PREVIEW_CHARS, item.chars());
-            preview.tokens = view::cost(&preview, self.tokenizer);
+            preview.tokens = preview.cost(self.tokenizer);
             if preview.tokens >= item.tokens {
                 continue;
             }
@@ -344,7 +344,7 @@ impl<'a> Working<'a> {
                 continue;
             }
             let mut reference = view::reference_message(item.event, item.chars());
-            reference.tokens = view::cost(&reference, self.tokenizer);
+            reference.tokens = reference.cost(self.tokenizer);
             let reason = Reason::MaskedCompletedToolExchange;
             *item = item.reduced(Projection::Reference, reference.tokens, reason, id);
             masked.push(offloaded_item(item));

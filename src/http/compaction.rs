@@ -16,9 +16,7 @@ use super::extract;
 use super::AppState;
 use crate::compaction::{self, CompactError, CompactRequest, Presented};
 use crate::domain::compaction::{CompactionRecord, Mode};
-use crate::domain::state::{
-    applied_calibration, calibration_sample, MAX_CALIBRATION_SAMPLE, MIN_CALIBRATION_SAMPLE,
-};
+use crate::domain::state::{calibration_sample, MAX_CALIBRATION_SAMPLE, MIN_CALIBRATION_SAMPLE};
 use crate::domain::FieldError;
 use crate::engine::render::{Format, ReusingView};
 
@@ -126,7 +124,7 @@ async fn compact(
         summary_deadline: state.limits.request_timeout * 2 / 3,
     };
     let format = body.format;
-    let compacted = compaction::compact_session(
+    let answer = compaction::compact_session(
         state.store.clone(),
         state.summarizer.clone(),
         &state.view_cache,
@@ -135,10 +133,8 @@ async fn compact(
         move |presented| answer(format, presented),
     )
     .await
-    .map_err(|e| compact_error(e, id))?;
-    let answer = compacted
-        .view
-        .map_err(|e| ApiError::Internal(format!("writing the answer: {e}")))?;
+    .map_err(|e| compact_error(e, id))?
+    .map_err(|e| ApiError::Internal(format!("writing the answer: {e}")))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], answer).into_response())
 }
 
@@ -349,7 +345,5 @@ async fn record_usage(
     let calibration = compaction::record_usage(state.store.as_ref(), id, body.input_tokens, ours)
         .await
         .map_err(|e| compact_error(e, id))?;
-    Ok(Json(UsageResponse {
-        calibration: applied_calibration(calibration),
-    }))
+    Ok(Json(UsageResponse { calibration }))
 }

@@ -4,7 +4,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -144,10 +143,7 @@ async fn append_events(
     let mut errors = Vec::new();
     for (index, input) in request.events.into_iter().enumerate() {
         match input.validate(index) {
-            Ok(mut event) => {
-                arguments_as_text(&mut event.body);
-                events.push(event)
-            }
+            Ok(event) => events.push(event),
             Err(e) => errors.extend(e),
         }
     }
@@ -190,18 +186,6 @@ async fn append_events(
                 .collect(),
         }),
     ))
-}
-
-/// Tool-call arguments are stored and returned as the JSON text a provider sees, whichever form
-/// a client sent: one form on the wire, and the text is what the token count already measures.
-fn arguments_as_text(body: &mut EventBody) {
-    if let EventBody::Message(message) = body {
-        for call in &mut message.tool_calls {
-            if !call.arguments.is_string() {
-                call.arguments = Value::String(call.arguments_text().into_owned());
-            }
-        }
-    }
 }
 
 /// Counts every event's tokens with the session's tokenizer (see [`tokens::count_all`]).
@@ -262,10 +246,7 @@ async fn list_events(
     }
     let limit = extract::page_limit(params.limit, DEFAULT_PAGE, MAX_PAGE)?;
     // Events first, then the head: the head is then never behind the page.
-    let mut events = state.store.list_events(id, after_seq, limit).await?;
-    for event in &mut events {
-        arguments_as_text(&mut event.body); // events stored before arguments were held as text
-    }
+    let events = state.store.list_events(id, after_seq, limit).await?;
     let session = state
         .store
         .get_session(id)

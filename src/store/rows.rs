@@ -140,7 +140,8 @@ pub(super) struct EventRow {
 }
 
 impl From<EventRow> for Event {
-    fn from(row: EventRow) -> Self {
+    fn from(mut row: EventRow) -> Self {
+        row.body.hold_arguments_as_text();
         Event {
             seq: row.seq,
             id: row.client_id,
@@ -177,10 +178,12 @@ impl JoinedEventRow {
             return Ok(None);
         };
         let missing = |column: &str| StoreError::Corrupt(format!("event {seq}: no {column}"));
+        let mut body = self.body.ok_or_else(|| missing("body"))?;
+        body.hold_arguments_as_text();
         Ok(Some(Event {
             seq,
             id: self.client_id,
-            body: self.body.ok_or_else(|| missing("body"))?,
+            body,
             pinned: self.pinned.ok_or_else(|| missing("pinned"))?,
             metadata: self.metadata,
             tokens: self.tokens.ok_or_else(|| missing("tokens"))?,

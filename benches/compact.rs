@@ -206,6 +206,7 @@ impl<'c> MemorySession<'c> {
             events: &events,
             head_seq,
             tools_tokens: 0,
+            format: Format::Openai,
             mode: Mode::Auto,
             overflow_retry: 0,
             now: Utc::now(),
@@ -587,6 +588,7 @@ impl Service {
             events,
             head_seq,
             tools_tokens: 0,
+            format: Format::Openai,
             mode: Mode::Auto,
             overflow_retry: 0,
             now: Utc::now(),
@@ -919,7 +921,7 @@ impl AgentLog {
 fn plain(role: Role, content: String) -> Message {
     Message {
         role,
-        content,
+        content: content.into(),
         tool_calls: Vec::new(),
         tool_call_id: None,
         name: None,

@@ -143,7 +143,7 @@ fn event_bytes(event: &Event) -> usize {
                     std::mem::size_of_val(c) + c.id.len() + c.name.len() + value_bytes(&c.arguments)
                 })
                 .sum();
-            m.content.len() + calls + text(&m.tool_call_id) + text(&m.name)
+            m.content.bytes() + calls + text(&m.tool_call_id) + text(&m.name)
         }
         EventBody::EpisodeStart(e) => {
             e.name.len()

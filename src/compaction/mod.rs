@@ -19,7 +19,7 @@ use summary::SummaryKey;
 use crate::domain::compaction::{CompactionRecord, Mode, ViewMessage};
 use crate::domain::session::Session;
 use crate::domain::state::CompactionState;
-use crate::engine::render::Fragments;
+use crate::engine::render::{Format, Fragments};
 use crate::engine::{self, EngineError, EngineInput, EngineOutput, Step};
 use crate::store::{Store, StoreError, StoredState};
 use crate::summarize::{Summarizer, SummaryOutcome, SummaryRequest};
@@ -30,6 +30,8 @@ const ATTEMPTS: usize = 8;
 /// What the caller asked for.
 #[derive(Debug, Clone, Copy)]
 pub struct CompactRequest {
+    /// The format the view is rendered in: it decides which reasoning is sent back.
+    pub format: Format,
     pub mode: Mode,
     pub overflow_retry: u8,
     /// Tokens of the tool schemas sent with the request.
@@ -185,6 +187,7 @@ impl Job {
             events,
             head_seq,
             tools_tokens: request.tools_tokens,
+            format: request.format,
             mode: request.mode,
             overflow_retry: request.overflow_retry,
             now: Utc::now(),

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::content::{parts_tokens, Part};
 use super::event::{Event, EventBody, Role, ToolCall};
 use super::session::Thresholds;
 use crate::tokens::Tokenizer;
@@ -90,6 +91,9 @@ pub enum Reason {
     WithinBudget,
     /// A large tool result in the head, shown as a preview with its observation reference.
     OffloadedLargeToolResult,
+    /// A message with images in the head: each image shown as a one-line reference, its text
+    /// as a preview.
+    OffloadedImage,
     /// A completed tool exchange shown by reference (overflow retry).
     MaskedCompletedToolExchange,
     /// Folded into the summary.
@@ -203,7 +207,16 @@ pub struct ViewMessage<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seq: Option<i64>,
     pub role: Role,
+    /// The text (for a message with parts, its text parts joined).
     pub content: Cow<'a, str>,
+    /// The parts of a message shown in full that came as parts; renderers write these
+    /// instead of `content`.
+    #[serde(default, skip_serializing_if = "no_parts")]
+    pub parts: Cow<'a, [Part]>,
+    /// Whether the message's reasoning parts are sent (an assistant turn of the current tool
+    /// loop, in a format that takes them back); they are left out otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reasoning: bool,
     #[serde(default, skip_serializing_if = "no_calls")]
     pub tool_calls: Cow<'a, [ToolCall]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -223,6 +236,11 @@ fn no_calls(calls: &Cow<'_, [ToolCall]>) -> bool {
     calls.is_empty()
 }
 
+#[allow(clippy::ptr_arg)]
+fn no_parts(parts: &Cow<'_, [Part]>) -> bool {
+    parts.is_empty()
+}
+
 impl<'a> ViewMessage<'a> {
     /// An event shown in full, borrowing what it shows; it costs the event's stored tokens.
     pub fn full(event: &'a Event) -> Self {
@@ -234,6 +252,8 @@ impl<'a> ViewMessage<'a> {
             seq: Some(event.seq),
             role: event.body.shown_role(),
             content: event.body.shown_text(),
+            parts: Cow::Borrowed(event.body.parts()),
+            reasoning: false,
             tool_calls: Cow::Borrowed(event.body.tool_calls()),
             tool_call_id: tool_call_id.map(Cow::Borrowed),
             name: event.body.name().map(Cow::Borrowed),
@@ -251,6 +271,7 @@ impl<'a> ViewMessage<'a> {
             .iter()
             .map(|c| (c.name.as_str(), c.arguments_text()));
         tokenizer.count_message(&self.content, calls, self.name.as_deref())
+            + parts_tokens(&self.parts, tokenizer, self.reasoning)
     }
 }
 
@@ -261,6 +282,8 @@ impl ViewMessage<'_> {
             seq: self.seq,
             role: self.role,
             content: Cow::Owned(self.content.into_owned()),
+            parts: Cow::Owned(self.parts.into_owned()),
+            reasoning: self.reasoning,
             tool_calls: Cow::Owned(self.tool_calls.into_owned()),
             tool_call_id: self.tool_call_id.map(|id| Cow::Owned(id.into_owned())),
             name: self.name.map(|name| Cow::Owned(name.into_owned())),

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use super::content::{parts_tokens, read_parts, Content, Part};
 use super::{has_nul, nul_in_json, nul_in_object, FieldError, NUL_MESSAGE};
 use crate::tokens::Tokenizer;
 
@@ -116,9 +117,12 @@ pub struct EventInput {
     pub kind: EventType,
     /// `message`: who speaks.
     pub role: Option<Role>,
-    /// `message` and `note`: the text. May be empty or absent only on a tool result (a command
-    /// that printed nothing) and on an assistant message that carries tool calls.
-    pub content: Option<String>,
+    /// `message`: the text, or the provider's parts (OpenAI content parts, Anthropic content
+    /// blocks, Responses content or `reasoning` items: text, images, thinking); `note`: the
+    /// text. May be empty or absent only on a tool result (a command that printed nothing) and on
+    /// an assistant message that carries tool calls or reasoning.
+    #[schema(value_type = Option<ContentInputSchema>)]
+    pub content: Option<ContentInput>,
     /// `message` with role `assistant`: the tool calls it issues.
     pub tool_calls: Option<Vec<ToolCall>>,
     /// `message` with role `tool`: the call this result answers.
@@ -143,11 +147,46 @@ pub struct EventInput {
     pub metadata: Option<Map<String, Value>>,
 }
 
+/// A message's content as a client sends it: one text, or parts in any provider's spelling.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ContentInput {
+    Text(String),
+    Parts(Vec<Value>),
+}
+
+/// A message's content as a client may send it (documentation only).
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum ContentInputSchema {
+    /// The text.
+    Text(String),
+    /// Parts: ctxd's form (as events are read back), or OpenAI chat content parts
+    /// (`text`, `image_url`, `refusal`), Anthropic content blocks (`text`, `image`, `thinking`,
+    /// `redacted_thinking`) or OpenAI Responses content (`input_text`, `output_text`,
+    /// `input_image`) and `reasoning` items.
+    Parts(Vec<Part>),
+}
+
+/// A stored message's content (documentation only: the field is a [`Content`]).
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum MessageContent {
+    /// The text.
+    Text(String),
+    /// The parts, in ctxd's form.
+    Parts(Vec<Part>),
+}
+
 /// A message of the conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Message {
     pub role: Role,
-    pub content: String,
+    /// The text, or the parts (see [`Content`]).
+    #[schema(value_type = MessageContent)]
+    pub content: Content,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -255,7 +294,7 @@ impl EventBody {
     /// notes and episodes as one line of user text.
     pub fn shown_text(&self) -> Cow<'_, str> {
         match self {
-            Self::Message(m) => Cow::Borrowed(&m.content),
+            Self::Message(m) => Cow::Borrowed(m.content.text()),
             Self::Note(n) => format!("[note] {}", n.content).into(),
             Self::EpisodeStart(e) => {
                 let kind = match e.kind {
@@ -283,7 +322,29 @@ impl EventBody {
             .tool_calls()
             .iter()
             .map(|c| (c.name.as_str(), c.arguments_text()));
-        tokenizer.count_message(&self.shown_text(), calls, self.name())
+        let parts = match self {
+            Self::Message(m) => parts_tokens(m.content.part_list(), tokenizer, false),
+            _ => 0,
+        };
+        tokenizer.count_message(&self.shown_text(), calls, self.name()) + parts
+    }
+
+    /// The parts of a message's content (none for text content and other events).
+    pub fn parts(&self) -> &[Part] {
+        match self {
+            Self::Message(m) => m.content.part_list(),
+            _ => &[],
+        }
+    }
+
+    /// The tokens of this event's reasoning, when it is sent back to the provider.
+    pub fn reasoning_tokens(&self, tokenizer: Tokenizer) -> i64 {
+        let parts = self.parts();
+        if parts.iter().any(Part::is_reasoning) {
+            parts_tokens(parts, tokenizer, true) - parts_tokens(parts, tokenizer, false)
+        } else {
+            0
+        }
     }
 }
 
@@ -382,12 +443,16 @@ impl EventInput {
                 fail(&path, NUL_MESSAGE.into());
             }
         }
+        let text_content = match &self.content {
+            Some(ContentInput::Text(text)) => Some(text.as_str()),
+            _ => None,
+        };
         for (field, text) in [
-            ("name", &self.name),
-            ("content", &self.content),
-            ("conclusion", &self.conclusion),
+            ("name", self.name.as_deref()),
+            ("content", text_content),
+            ("conclusion", self.conclusion.as_deref()),
         ] {
-            if text.as_deref().is_some_and(has_nul) {
+            if text.is_some_and(has_nul) {
                 fail(field, NUL_MESSAGE.into());
             }
         }
@@ -448,9 +513,11 @@ impl EventInput {
                 forbid(self.dependencies.is_some(), "dependencies", &mut fail);
                 forbid(self.conclusion.is_some(), "conclusion", &mut fail);
                 match self.content {
-                    Some(content) if !content.is_empty() => Some(EventBody::Note(Note { content })),
+                    Some(ContentInput::Text(content)) if !content.is_empty() => {
+                        Some(EventBody::Note(Note { content }))
+                    }
                     _ => {
-                        fail("content", "required and must not be empty".into());
+                        fail("content", "required: a non-empty string".into());
                         None
                     }
                 }
@@ -537,20 +604,39 @@ fn validate_message(input: EventInput, fail: &mut dyn FnMut(&str, String)) -> Op
         }
     }
     let content = match input.content {
-        Some(c) if !c.is_empty() => c,
-        // A command that prints nothing has a result with no output.
-        _ if role == Role::Tool => String::new(),
-        _ if role == Role::Assistant && !tool_calls.is_empty() => String::new(),
-        _ => {
-            fail(
-                "content",
-                "required and must not be empty (only a tool result or an assistant message \
-                 with tool calls may be empty)"
-                    .into(),
-            );
-            String::new()
-        }
+        Some(ContentInput::Parts(items)) => match read_parts(&items, "content") {
+            Ok(parts) => Content::parts(parts),
+            Err(errors) => {
+                for (path, message) in errors {
+                    fail(&path, message);
+                }
+                Content::default()
+            }
+        },
+        Some(ContentInput::Text(text)) => Content::Text(text),
+        None => Content::default(),
     };
+    let parts = content.part_list();
+    if role != Role::Assistant && parts.iter().any(Part::is_reasoning) {
+        fail(
+            "content",
+            "only assistant messages carry thinking or reasoning".into(),
+        );
+    }
+    // A command that prints nothing has a result with no output; an assistant message may carry
+    // only tool calls or only reasoning.
+    let may_be_empty = role == Role::Tool
+        || (role == Role::Assistant
+            && (!tool_calls.is_empty() || parts.iter().any(Part::is_reasoning)));
+    let says_nothing = content.text().is_empty() && !parts.iter().any(|p| matches!(p, Part::Image(_)));
+    if says_nothing && !may_be_empty {
+        fail(
+            "content",
+            "required and must not be empty (only a tool result, or an assistant message with \
+             tool calls or reasoning, may be empty)"
+                .into(),
+        );
+    }
     let (tool_call_id, is_error) = if role == Role::Tool {
         let id = match input.tool_call_id {
             Some(id) if has_nul(&id) => {

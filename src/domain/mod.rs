@@ -3,6 +3,7 @@
 
 pub mod append;
 pub mod compaction;
+pub mod content;
 pub mod event;
 pub mod pairing;
 pub mod session;

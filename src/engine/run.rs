@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::emergency::emergency;
+use super::render::Format;
 use super::working::Working;
 use crate::domain::compaction::{
     CompactionRecord, Mode, OffloadedItem, Projection, Reason, Repairs, SummarizerInfo, Tier,
@@ -29,6 +30,9 @@ pub struct EngineInput<'a> {
     pub head_seq: i64,
     /// Tokens of the tool schemas sent with the request.
     pub tools_tokens: i64,
+    /// The format the view is rendered in: the reasoning it sends back in the current tool
+    /// loop is counted.
+    pub format: Format,
     pub mode: Mode,
     /// 0, or 1 / 2 after a provider rejected the previous view for its length.
     pub overflow_retry: u8,
@@ -143,7 +147,7 @@ impl<'a> Run<'a> {
         }
         let calibration = input.state.calibration_factor();
         let room = ((window - input.tools_tokens - reserved) as f64 / calibration).floor() as i64;
-        let work = Working::from_state(config, input.state, input.events);
+        let work = Working::from_state(config, input.state, input.events, input.format);
         let (messages, repairs, before_tokens) = work.render();
         let utilization = config.utilization(before_tokens, calibration, input.tools_tokens);
         let mut tier = Tier::for_utilization(utilization, &config.thresholds);

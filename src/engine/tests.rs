@@ -124,6 +124,7 @@ pub(super) fn run_with(
         events: &events,
         head_seq: log.head(),
         tools_tokens,
+        format: crate::engine::render::Format::Raw,
         mode,
         overflow_retry,
         now: Utc::now(),

@@ -18,8 +18,12 @@ pub fn validate_openai(request: &Value) -> Result<(), String> {
     let mut i = 0;
     while let Some(message) = messages.get(i) {
         i = match role_of(message, i)? {
-            "system" | "user" => {
+            "system" => {
                 string_content(message, i)?;
+                i + 1
+            }
+            "user" => {
+                user_content(message, i)?;
                 i + 1
             }
             "assistant" => validate_openai_turn(messages, i, message)?,
@@ -206,7 +210,10 @@ impl<'a> Blocks<'a> {
                     non_blank_text(block, &at)?;
                     other_block_seen = true;
                 }
-                Some("image") => other_block_seen = true,
+                Some("image") if role == "user" => other_block_seen = true,
+                Some("thinking" | "redacted_thinking") if role == "assistant" => {
+                    other_block_seen = true
+                }
                 Some("tool_use") => {
                     if role != "assistant" {
                         return Err(format!(
@@ -311,6 +318,118 @@ fn string_content(message: &Value, i: usize) -> Result<(), String> {
              message with tool_calls)"
         )),
     }
+}
+
+/// A user message's content: a string, or a non-empty array of text and image_url parts.
+fn user_content(message: &Value, i: usize) -> Result<(), String> {
+    let Some(Value::Array(parts)) = message.get("content") else {
+        return string_content(message, i);
+    };
+    if parts.is_empty() {
+        return Err(format!("messages[{i}].content must not be an empty array"));
+    }
+    for (k, part) in parts.iter().enumerate() {
+        let at = format!("messages[{i}].content[{k}]");
+        match part.get("type").and_then(Value::as_str) {
+            Some("text") if part.get("text").is_some_and(Value::is_string) => {}
+            Some("image_url")
+                if non_empty_str(part.get("image_url").and_then(|u| u.get("url"))).is_some() => {}
+            _ => return Err(format!("{at}: must be a text or image_url part")),
+        }
+    }
+    Ok(())
+}
+
+/// Checks an OpenAI Responses request's `input`: messages with known roles and string or
+/// input_text/input_image content; `function_call` items with ids and string arguments, each
+/// answered exactly once by a later `function_call_output` and every output answering an
+/// earlier call; `reasoning` items with an id and a summary list, each followed by an
+/// assistant item (a message or a call) before the next user message.
+pub fn validate_responses(request: &Value) -> Result<(), String> {
+    let items = request
+        .get("input")
+        .and_then(Value::as_array)
+        .ok_or("`input` must be an array")?;
+    let mut open: Vec<&str> = Vec::new();
+    let mut answered: HashSet<&str> = HashSet::new();
+    let mut reasoning_waits: Option<usize> = None;
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("input[{i}]");
+        let kind = item.get("type").and_then(Value::as_str).unwrap_or("message");
+        match kind {
+            "message" => {
+                let role = item.get("role").and_then(Value::as_str).unwrap_or_default();
+                if !matches!(role, "user" | "assistant" | "system" | "developer") {
+                    return Err(format!("{at}.role: unknown role {role:?}"));
+                }
+                match item.get("content") {
+                    Some(Value::String(_)) => {}
+                    Some(Value::Array(parts)) if !parts.is_empty() => {
+                        for (k, part) in parts.iter().enumerate() {
+                            let ok = match part.get("type").and_then(Value::as_str) {
+                                Some("input_text" | "output_text") => {
+                                    part.get("text").is_some_and(Value::is_string)
+                                }
+                                Some("input_image") => role == "user",
+                                _ => false,
+                            };
+                            if !ok {
+                                return Err(format!("{at}.content[{k}]: not a valid part"));
+                            }
+                        }
+                    }
+                    _ => return Err(format!("{at}.content must be a string or parts")),
+                }
+                if role == "assistant" {
+                    reasoning_waits = None;
+                } else if let Some(r) = reasoning_waits {
+                    return Err(format!("input[{r}]: a reasoning item is followed by no output"));
+                }
+            }
+            "reasoning" => {
+                if non_empty_str(item.get("id")).is_none() {
+                    return Err(format!("{at}.id must be a non-empty string"));
+                }
+                if !item.get("summary").is_some_and(Value::is_array) {
+                    return Err(format!("{at}.summary must be an array"));
+                }
+                reasoning_waits.get_or_insert(i);
+            }
+            "function_call" => {
+                let id = non_empty_str(item.get("call_id"))
+                    .ok_or(format!("{at}.call_id must be a non-empty string"))?;
+                if non_empty_str(item.get("name")).is_none() {
+                    return Err(format!("{at}.name must be a non-empty string"));
+                }
+                if !item.get("arguments").is_some_and(Value::is_string) {
+                    return Err(format!("{at}.arguments must be a string"));
+                }
+                if open.contains(&id) || answered.contains(id) {
+                    return Err(format!("{at}: call id {id:?} is used twice"));
+                }
+                open.push(id);
+                reasoning_waits = None;
+            }
+            "function_call_output" => {
+                let id = non_empty_str(item.get("call_id"))
+                    .ok_or(format!("{at}.call_id must be a non-empty string"))?;
+                let Some(k) = open.iter().position(|c| *c == id) else {
+                    return Err(format!("{at}: output {id:?} answers no earlier open call"));
+                };
+                open.remove(k);
+                answered.insert(id);
+                match item.get("output") {
+                    Some(Value::String(_) | Value::Array(_)) => {}
+                    _ => return Err(format!("{at}.output must be a string or parts")),
+                }
+            }
+            other => return Err(format!("{at}: unknown item type {other:?}")),
+        }
+    }
+    if let Some(id) = open.first() {
+        return Err(format!("function call {id:?} has no output"));
+    }
+    Ok(())
 }
 
 fn non_blank_text(block: &Value, at: &str) -> Result<(), String> {

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::fmt::Write;
 
 use crate::domain::compaction::{Projection, Summary, ViewMessage, NOT_AVAILABLE};
+use crate::domain::content::Part;
 use crate::domain::event::{Event, EventBody, Role, ToolCall};
 use crate::domain::text;
 use crate::tokens::Tokenizer;
@@ -37,7 +38,7 @@ pub fn content_chars(event: &Event) -> i64 {
 /// The main text of an event: what an observation recalls.
 pub fn text_of(event: &Event) -> &str {
     match &event.body {
-        EventBody::Message(m) => &m.content,
+        EventBody::Message(m) => m.content.text(),
         EventBody::Note(n) => &n.content,
         EventBody::EpisodeEnd(e) => &e.conclusion,
         EventBody::EpisodeStart(_) => "",
@@ -79,7 +80,7 @@ fn head_of_chars(text: &str, max_chars: usize) -> &str {
 /// rendering of a small non-message event.
 fn shown_text(event: &Event, chars: i64) -> (Cow<'_, str>, i64) {
     match &event.body {
-        EventBody::Message(m) => (Cow::Borrowed(&m.content), chars),
+        EventBody::Message(m) => (Cow::Borrowed(m.content.text()), chars),
         _ => {
             let text = event.body.shown_text().into_owned();
             let chars = text.chars().count() as i64;
@@ -92,6 +93,7 @@ fn shown_text(event: &Event, chars: i64) -> (Cow<'_, str>, i64) {
 fn reduced_message(event: &Event, content: String, projection: Projection) -> ViewMessage<'_> {
     ViewMessage {
         content: Cow::Owned(content),
+        parts: Cow::Borrowed(&[]),
         projection,
         tokens: 0,
         ..ViewMessage::full(event)
@@ -111,23 +113,49 @@ pub fn preview_message(event: &Event, max_chars: usize, chars: i64) -> ViewMessa
     } as i64;
     let mut content = String::with_capacity(shown.len() + 96);
     content.push_str(shown);
-    let _ = write!(
-        content,
-        "\n[… {} more characters offloaded; recall {}?offset={shown_chars}]",
-        total - shown_chars,
-        ObservationUri(event.seq)
-    );
+    if shown_chars < total || !has_images(event) {
+        let _ = write!(
+            content,
+            "\n[… {} more characters offloaded; recall {}?offset={shown_chars}]",
+            total - shown_chars,
+            ObservationUri(event.seq)
+        );
+    }
+    image_references(event, &mut content);
     reduced_message(event, content, Projection::Preview)
+}
+
+/// Whether an event's content holds images.
+pub fn has_images(event: &Event) -> bool {
+    event.body.parts().iter().any(|p| matches!(p, Part::Image(_)))
+}
+
+/// One line per image of `event`, in place of the image.
+fn image_references(event: &Event, content: &mut String) {
+    for part in event.body.parts() {
+        if let Part::Image(image) = part {
+            if !content.is_empty() {
+                content.push('\n');
+            }
+            let _ = write!(
+                content,
+                "[{} offloaded; kept in event {}]",
+                image.describe(),
+                ObservationUri(event.seq)
+            );
+        }
+    }
 }
 
 /// An event shown only by its observation reference. `chars` is the event's
 /// [`content_chars`]. Its `tokens` are left for the caller.
 pub fn reference_message(event: &Event, chars: i64) -> ViewMessage<'_> {
-    let content = format!(
+    let mut content = format!(
         "[{} characters offloaded; recall {}]",
         shown_text(event, chars).1,
         ObservationUri(event.seq)
     );
+    image_references(event, &mut content);
     reduced_message(event, content, Projection::Reference)
 }
 
@@ -190,6 +218,8 @@ pub fn summary_message(
         role: Role::User,
         content: Cow::Owned(text),
         tool_calls: Cow::Borrowed(&[]),
+        parts: Cow::Borrowed(&[]),
+        reasoning: false,
         tool_call_id: None,
         name: None,
         is_error: false,
@@ -218,6 +248,8 @@ pub fn placeholder_result(
         role: Role::Tool,
         content: Cow::Owned(content),
         tool_calls: Cow::Borrowed(&[]),
+        parts: Cow::Borrowed(&[]),
+        reasoning: false,
         tool_call_id: Some(Cow::Borrowed(&call.id)),
         name: Some(Cow::Borrowed(&call.name)),
         is_error: false,

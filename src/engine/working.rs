@@ -4,8 +4,10 @@
 use uuid::Uuid;
 
 use super::repair::{self, Pairing};
+use super::render::Format;
 use super::view::{self, ReducedRef};
 use crate::domain::compaction::{OffloadedItem, Projection, Reason, Repairs, Summary, ViewMessage};
+use crate::domain::content::Part;
 use crate::domain::event::{Event, EventBody, Role};
 use crate::domain::pairing::OpenCalls;
 use crate::domain::session::SessionConfig;
@@ -24,6 +26,8 @@ pub(super) struct Live<'a> {
     pub(super) by: Option<Uuid>,
     /// The event's content characters, when known without counting them.
     pub(super) chars: Option<i64>,
+    /// Whether its reasoning is sent (and counted in `tokens`): see [`ViewMessage::reasoning`].
+    pub(super) reasoning: bool,
 }
 
 impl<'a> Live<'a> {
@@ -33,7 +37,10 @@ impl<'a> Live<'a> {
                 view::preview_message(self.event, view::PREVIEW_CHARS, self.chars())
             }
             Projection::Reference => view::reference_message(self.event, self.chars()),
-            _ => ViewMessage::full(self.event),
+            _ => ViewMessage {
+                reasoning: self.reasoning,
+                ..ViewMessage::full(self.event)
+            },
         };
         message.tokens = self.tokens;
         message
@@ -59,6 +66,7 @@ impl<'a> Live<'a> {
             reason,
             by: Some(by),
             chars: Some(self.chars()),
+            reasoning: false,
         }
     }
 
@@ -100,14 +108,21 @@ pub(super) fn is_tool_result(event: &Event) -> bool {
 impl<'a> Working<'a> {
     /// The view `state` describes, over `events`: the kept ones and every one after the
     /// checkpoint, in seq order.
+    /// Reasoning is sent (and counted) for the assistant turns of the current tool loop, those
+    /// after the last user message, when `format` takes it back.
     pub(super) fn from_state(
         config: &SessionConfig,
         state: &CompactionState,
         events: &'a [Event],
+        format: Format,
     ) -> Self {
         let mut kept = Vec::new();
         let mut live = Vec::new();
-        for event in events {
+        let loop_from = events
+            .iter()
+            .rposition(|e| e.body.role() == Some(Role::User))
+            .map_or(0, |i| i + 1);
+        for (i, event) in events.iter().enumerate() {
             let item = match state.reduced.get(&event.seq) {
                 Some(r) => Live {
                     event,
@@ -116,15 +131,26 @@ impl<'a> Working<'a> {
                     reason: r.reason,
                     by: Some(r.compaction_id),
                     chars: (r.chars > 0).then_some(r.chars),
+                    reasoning: false,
                 },
-                None => Live {
-                    event,
-                    projection: Projection::Full,
-                    tokens: event.tokens,
-                    reason: Reason::WithinBudget,
-                    by: None,
-                    chars: None,
-                },
+                None => {
+                    let sent = |p: &Part| format.sends_reasoning(p);
+                    let reasoning = i >= loop_from && event.body.parts().iter().any(sent);
+                    let extra = if reasoning {
+                        event.body.reasoning_tokens(config.tokenizer)
+                    } else {
+                        0
+                    };
+                    Live {
+                        event,
+                        projection: Projection::Full,
+                        tokens: event.tokens + extra,
+                        reason: Reason::WithinBudget,
+                        by: None,
+                        chars: None,
+                        reasoning,
+                    }
+                }
             };
             if event.seq <= state.checkpoint_seq {
                 kept.push(item);
@@ -282,11 +308,19 @@ impl<'a> Working<'a> {
         start
     }
 
-    /// The indices of the tool results before `end`, shown in full, longer than
-    /// `threshold_chars`: what offloading would show as previews.
+    /// The indices of the items before `end`, shown in full, that offloading would show as
+    /// previews: every message with images (the first thing to go when room is needed), and
+    /// tool results longer than `threshold_chars`.
     pub(super) fn offload_candidates(&mut self, end: usize, threshold_chars: i64) -> Vec<usize> {
         let mut candidates = Vec::new();
         for (i, item) in self.live[..end].iter_mut().enumerate() {
+            if item.projection == Projection::Full
+                && !always_kept(item.event)
+                && view::has_images(item.event)
+            {
+                candidates.push(i);
+                continue;
+            }
             if item.projection != Projection::Full
                 || !is_tool_result(item.event)
                 || always_kept(item.event)
@@ -325,7 +359,11 @@ impl<'a> Working<'a> {
                 continue;
             }
             freed += item.tokens - preview.tokens;
-            let reason = Reason::OffloadedLargeToolResult;
+            let reason = if view::has_images(item.event) {
+                Reason::OffloadedImage
+            } else {
+                Reason::OffloadedLargeToolResult
+            };
             let reduced = item.reduced(Projection::Preview, preview.tokens, reason, id);
             offloaded.push(offloaded_item(&reduced));
             self.live[i] = reduced;

@@ -117,6 +117,7 @@ async fn compact(
             .map_err(|e| ApiError::Internal(e.to_string()))?
     };
     let request = CompactRequest {
+        format: body.format,
         mode: body.mode,
         overflow_retry: body.overflow_retry,
         tools_tokens,

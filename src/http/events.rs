@@ -208,7 +208,7 @@ async fn count_tokens(
 fn text_bytes(event: &NewEvent) -> usize {
     match &event.body {
         EventBody::Message(m) => {
-            m.content.len()
+            m.content.text().len()
                 + m.name.as_ref().map_or(0, String::len)
                 + m.tool_calls
                     .iter()

@@ -12,6 +12,7 @@ use super::{
     CONVERSATION_CONTINUES, EMPTY_ERROR_RESULT, MISSING_RESULT,
 };
 use crate::domain::compaction::ViewMessage;
+use crate::domain::content::{Image, Part};
 use crate::domain::event::{Role, ToolCall};
 
 /// `{"system": "...", "messages": [...]}` for Anthropic Messages.
@@ -43,10 +44,78 @@ pub(super) enum Block<'a> {
     ToolResult {
         tool_use_id: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
-        content: Option<Cow<'a, str>>,
+        content: Option<ResultContent<'a>>,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+    Image {
+        source: ImageSource<'a>,
+    },
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
+}
+
+/// A `tool_result`'s content: its text, or text and image blocks.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(super) enum ResultContent<'a> {
+    Text(Cow<'a, str>),
+    Blocks(Vec<Block<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum ImageSource<'a> {
+    Base64 { media_type: &'a str, data: &'a str },
+    Url { url: &'a str },
+}
+
+/// The blocks of a message with parts: text and images, and its thinking when it is sent.
+/// Anthropic takes images only from the user, and thinking only in assistant turns.
+fn part_blocks<'a>(message: &'a ViewMessage<'a>) -> Vec<Block<'a>> {
+    let assistant = message.role == Role::Assistant;
+    let mut blocks = Vec::with_capacity(message.parts.len());
+    for part in message.parts.iter() {
+        match part {
+            Part::Text { text } => blocks.extend(text_blocks(Cow::Borrowed(text.as_str()))),
+            Part::Image(image) if !assistant => blocks.extend(image_block(image)),
+            Part::Thinking {
+                thinking,
+                signature,
+            } if assistant && message.reasoning => blocks.push(Block::Thinking {
+                thinking,
+                signature,
+            }),
+            Part::RedactedThinking { data } if assistant && message.reasoning => {
+                blocks.push(Block::RedactedThinking { data })
+            }
+            _ => {}
+        }
+    }
+    blocks
+}
+
+fn image_block(image: &Image) -> Option<Block<'_>> {
+    let source = match (&image.url, &image.media_type, &image.data) {
+        (Some(url), _, _) => ImageSource::Url { url },
+        (None, Some(media_type), Some(data)) => ImageSource::Base64 { media_type, data },
+        _ => return None,
+    };
+    Some(Block::Image { source })
+}
+
+/// A message's own blocks: its parts, or its text.
+fn own_blocks<'a>(message: &'a ViewMessage<'a>) -> Vec<Block<'a>> {
+    if message.parts.is_empty() {
+        text_blocks(Cow::Borrowed(&message.content))
+    } else {
+        part_blocks(message)
+    }
 }
 
 /// `{"system": "...", "messages": [...]}` in Anthropic Messages form (`system` only when there
@@ -69,12 +138,11 @@ pub(super) fn anthropic<'a>(messages: &'a [ViewMessage<'a>]) -> AnthropicRequest
                     }
                 }
                 Role::User | Role::Tool => {
-                    let text = text_blocks(Cow::Borrowed(&message.content));
-                    turns.push(Role::User, keyed_blocks(message, text));
+                    turns.push(Role::User, keyed_blocks(message, own_blocks(message)));
                 }
                 Role::Assistant => {
                     let calls = tool_calls_of(message);
-                    let mut blocks = text_blocks(Cow::Borrowed(&message.content));
+                    let mut blocks = own_blocks(message);
                     blocks.extend(calls.iter().map(tool_use_block));
                     turns.push(Role::Assistant, keyed_blocks(message, blocks));
                     let results = calls.iter().zip(results).map(|(call, result)| {
@@ -193,10 +261,13 @@ pub(super) fn tool_result_block<'a>(
         Some(result) => (&*result.content, result.is_error),
         None => (MISSING_RESULT, true),
     };
-    let content = if !content.trim().is_empty() {
-        Some(Cow::Borrowed(content))
+    let with_parts = result.filter(|r| !r.parts.is_empty()).map(part_blocks);
+    let content = if let Some(blocks) = with_parts.filter(|b| !b.is_empty()) {
+        Some(ResultContent::Blocks(blocks))
+    } else if !content.trim().is_empty() {
+        Some(ResultContent::Text(Cow::Borrowed(content)))
     } else if is_error {
-        Some(Cow::Borrowed(EMPTY_ERROR_RESULT))
+        Some(ResultContent::Text(Cow::Borrowed(EMPTY_ERROR_RESULT)))
     } else {
         None
     };

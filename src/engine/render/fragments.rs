@@ -76,6 +76,11 @@ impl Serialize for ReusingView<'_, '_> {
                 map.serialize_entry("messages", &Parts(format, &request.messages, fragments))?;
                 map.end()
             }
+            Rendered::OpenaiResponses(request) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry("input", &Parts(format, &request.input, fragments))?;
+                map.end()
+            }
             Rendered::Anthropic(request) => {
                 let mut map = serializer.serialize_map(None)?;
                 if let Some(system) = &request.system {

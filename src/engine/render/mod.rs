@@ -18,21 +18,25 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::domain::compaction::{Projection, ViewMessage};
+use crate::domain::content::Part;
 use crate::domain::event::{Role, ToolCall};
 use crate::domain::pairing::OpenCalls;
 
 mod anthropic;
 mod fragments;
 mod openai;
+mod responses;
 #[cfg(test)]
 mod tests;
 
 use anthropic::anthropic;
 use openai::openai;
+use responses::responses;
 
 pub use anthropic::AnthropicRequest;
 pub use fragments::{write_view, Fragments, ReusingView};
 pub use openai::OpenaiRequest;
+pub use responses::ResponsesRequest;
 
 /// The first user message of an Anthropic request whose view would start with the assistant
 /// (or has no message besides the system prompt): Anthropic requires a user message first.
@@ -46,15 +50,33 @@ const EMPTY_ERROR_RESULT: &str = "The tool failed without output.";
 
 /// The provider shape a view is rendered in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Format {
     /// OpenAI chat-completions `messages`.
     #[default]
     Openai,
+    /// OpenAI Responses `input` items.
+    OpenaiResponses,
     /// Anthropic Messages `system` and `messages`.
     Anthropic,
     /// ctxd's view messages as they are.
     Raw,
+}
+
+impl Format {
+    /// Whether a view in this format sends `part` back when it is reasoning of the current
+    /// tool loop: Anthropic takes its thinking, Responses its reasoning items, chat
+    /// completions neither; `raw` shows every part.
+    pub fn sends_reasoning(self, part: &Part) -> bool {
+        match self {
+            Self::Openai => false,
+            Self::OpenaiResponses => matches!(part, Part::Reasoning { .. }),
+            Self::Anthropic => {
+                matches!(part, Part::Thinking { .. } | Part::RedactedThinking { .. })
+            }
+            Self::Raw => part.is_reasoning(),
+        }
+    }
 }
 
 /// A view rendered for a provider, borrowing the view's text; serialise it to get the request.
@@ -62,6 +84,7 @@ pub enum Format {
 #[serde(untagged)]
 pub enum Rendered<'a> {
     Openai(OpenaiRequest<'a>),
+    OpenaiResponses(ResponsesRequest<'a>),
     Anthropic(AnthropicRequest<'a>),
     Raw(RawRequest<'a>),
 }
@@ -70,6 +93,7 @@ pub enum Rendered<'a> {
 pub fn rendered<'a>(format: Format, messages: &'a [ViewMessage<'a>]) -> Rendered<'a> {
     match format {
         Format::Openai => Rendered::Openai(openai(messages)),
+        Format::OpenaiResponses => Rendered::OpenaiResponses(responses(messages)),
         Format::Anthropic => Rendered::Anthropic(anthropic(messages)),
         Format::Raw => Rendered::Raw(RawRequest { items: messages }),
     }
@@ -83,6 +107,11 @@ pub fn render(format: Format, messages: &[ViewMessage<'_>]) -> Value {
 /// `{"messages": [...]}` in OpenAI chat-completions form, as a JSON value.
 pub fn render_openai(messages: &[ViewMessage<'_>]) -> Value {
     to_value(&openai(messages))
+}
+
+/// `{"input": [...]}` in OpenAI Responses form, as a JSON value.
+pub fn render_responses(messages: &[ViewMessage<'_>]) -> Value {
+    to_value(&responses(messages))
 }
 
 /// `{"system": "...", "messages": [...]}` in Anthropic Messages form, as a JSON value.

@@ -11,6 +11,7 @@ use super::{
     EMPTY_ERROR_RESULT, MISSING_RESULT,
 };
 use crate::domain::compaction::ViewMessage;
+use crate::domain::content::Part;
 use crate::domain::event::{Role, ToolCall};
 
 /// `{"messages": [...]}` for OpenAI chat completions.
@@ -31,6 +32,9 @@ pub(super) enum OpenaiPart<'a> {
     },
     /// A tool result that answers no earlier call, shown as user text.
     Orphan(&'a ViewMessage<'a>),
+    /// The images of a tool result, as a user message after the results (a chat-completions
+    /// tool message takes only text).
+    ResultImages(&'a ViewMessage<'a>),
 }
 
 impl Serialize for OpenaiPart<'_> {
@@ -45,6 +49,18 @@ impl Serialize for OpenaiPart<'_> {
             Self::Orphan(result) => {
                 OpenaiMessage::text("user", orphan_result_text(result).into()).serialize(serializer)
             }
+            Self::ResultImages(result) => {
+                let id = result.tool_call_id.as_deref().unwrap_or("unknown");
+                let mut parts = vec![OpenaiContentPart::Text {
+                    text: format!("Images returned by tool call {id}:").into(),
+                }];
+                parts.extend(result.parts.iter().filter_map(image_part));
+                OpenaiMessage {
+                    content: Some(OpenaiContent::Parts(parts)),
+                    ..OpenaiMessage::text("user", "".into())
+                }
+                .serialize(serializer)
+            }
         }
     }
 }
@@ -53,7 +69,7 @@ impl Serialize for OpenaiPart<'_> {
 pub(super) struct OpenaiMessage<'a> {
     role: &'static str,
     /// Null only for an assistant message with tool calls and no text.
-    content: Option<Cow<'a, str>>,
+    content: Option<OpenaiContent<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<OpenaiCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -62,11 +78,59 @@ pub(super) struct OpenaiMessage<'a> {
     name: Option<Cow<'a, str>>,
 }
 
+/// A message's content: its text, or text and image parts.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(super) enum OpenaiContent<'a> {
+    Text(Cow<'a, str>),
+    Parts(Vec<OpenaiContentPart<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum OpenaiContentPart<'a> {
+    Text { text: Cow<'a, str> },
+    ImageUrl { image_url: OpenaiImage<'a> },
+}
+
+#[derive(Serialize)]
+pub(super) struct OpenaiImage<'a> {
+    url: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<&'a str>,
+}
+
+fn image_part(part: &Part) -> Option<OpenaiContentPart<'_>> {
+    match part {
+        Part::Image(image) => Some(OpenaiContentPart::ImageUrl {
+            image_url: OpenaiImage {
+                url: image.as_url(),
+                detail: image.detail.as_deref(),
+            },
+        }),
+        _ => None,
+    }
+}
+
+/// Whether a result carries images that a chat-completions tool message cannot.
+pub(super) fn has_images(message: &ViewMessage<'_>) -> bool {
+    message.parts.iter().any(|p| matches!(p, Part::Image(_)))
+}
+
+/// Whether a message says nothing in chat completions: an assistant message with only
+/// reasoning, which chat completions do not take back.
+pub(super) fn says_nothing(message: &ViewMessage<'_>) -> bool {
+    message.role == Role::Assistant
+        && message.tool_calls.is_empty()
+        && message.content.is_empty()
+        && !message.parts.is_empty()
+}
+
 impl<'a> OpenaiMessage<'a> {
     fn text(role: &'static str, content: Cow<'a, str>) -> Self {
         Self {
             role,
-            content: Some(content),
+            content: Some(OpenaiContent::Text(content)),
             tool_calls: Vec::new(),
             tool_call_id: None,
             name: None,
@@ -101,13 +165,20 @@ pub(super) fn openai<'a>(messages: &'a [ViewMessage<'a>]) -> OpenaiRequest<'a> {
                 rendered.push(Keyed::fresh(OpenaiPart::Orphan(result)));
             }
             Placed::Message { message, results } => {
-                rendered.push(Keyed::by(
-                    PartKey::of(message, 0),
-                    OpenaiPart::Message(message),
-                ));
-                for (call, result) in tool_calls_of(message).iter().zip(results) {
+                if !says_nothing(message) {
+                    rendered.push(Keyed::by(
+                        PartKey::of(message, 0),
+                        OpenaiPart::Message(message),
+                    ));
+                }
+                let calls = tool_calls_of(message);
+                for (call, result) in calls.iter().zip(&results) {
                     let key = result.and_then(|r| PartKey::of(r, 0));
-                    rendered.push(Keyed::by(key, OpenaiPart::Result { call, result }));
+                    rendered.push(Keyed::by(key, OpenaiPart::Result { call, result: *result }));
+                }
+                for result in results.into_iter().flatten().filter(|r| has_images(r)) {
+                    let key = PartKey::of(result, 1);
+                    rendered.push(Keyed::by(key, OpenaiPart::ResultImages(result)));
                 }
             }
         }
@@ -119,8 +190,18 @@ pub(super) fn openai_message<'a>(message: &'a ViewMessage<'a>) -> OpenaiMessage<
     let calls = tool_calls_of(message);
     let content: &str = &message.content;
     let mut rendered = OpenaiMessage::text(message.role.as_str(), content.into());
+    // Only user messages take images; the others get their text.
+    if message.role == Role::User && has_images(message) {
+        let parts = message.parts.iter().filter_map(|part| match part {
+            Part::Text { text } => Some(OpenaiContentPart::Text {
+                text: text.as_str().into(),
+            }),
+            other => image_part(other),
+        });
+        rendered.content = Some(OpenaiContent::Parts(parts.collect()));
+    }
     if !calls.is_empty() {
-        rendered.content = (!content.is_empty()).then_some(content.into());
+        rendered.content = (!content.is_empty()).then_some(OpenaiContent::Text(content.into()));
         rendered.tool_calls = calls
             .iter()
             .map(|call| OpenaiCall {
@@ -164,7 +245,7 @@ pub(super) fn error_text(content: &str) -> Cow<'_, str> {
 
 /// Tool-call arguments as OpenAI takes them (see [`ToolCall::arguments_text`]). Converted only
 /// when serialised: a part whose JSON a writer reuses is never converted.
-pub(super) struct ArgumentsText<'a>(&'a Value);
+pub(super) struct ArgumentsText<'a>(pub(super) &'a Value);
 
 impl Serialize for ArgumentsText<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

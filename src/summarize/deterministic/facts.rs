@@ -29,16 +29,16 @@ impl Digest {
                         if may_set_first_request && self.get(Section::FirstRequest).is_empty() {
                             self.push_quoted(
                                 Section::FirstRequest,
-                                &m.content,
+                                m.content.text(),
                                 FIRST_REQUEST_CHARS,
                             );
                         } else {
-                            self.push(Section::Requests, one_line(&m.content, REQUEST_CHARS));
+                            self.push(Section::Requests, one_line(m.content.text(), REQUEST_CHARS));
                         }
                     }
                     Role::Assistant => {
-                        if !m.content.trim().is_empty() {
-                            latest.plan = Some(m.content.clone());
+                        if !m.content.text().trim().is_empty() {
+                            latest.plan = Some(m.content.text().to_owned());
                         }
                         for call in &m.tool_calls {
                             let described = self.add_tool_call(call);
@@ -53,7 +53,7 @@ impl Digest {
                                 .and_then(|id| calls.get(id).cloned())
                                 .or_else(|| m.name.clone())
                                 .unwrap_or_else(|| "a tool call".into());
-                            let line = first_line(&m.content, ERROR_CHARS);
+                            let line = first_line(m.content.text(), ERROR_CHARS);
                             let line = if line.is_empty() {
                                 "failed with no output".to_owned()
                             } else {
@@ -87,8 +87,8 @@ impl Digest {
             }
             // Pinned messages are constraints the agent chose to keep; notes are listed already.
             if let (true, EventBody::Message(m)) = (event.pinned, &event.body) {
-                if m.role != Role::System && !m.content.trim().is_empty() {
-                    let note = one_line(&format!("{}: {}", m.role.as_str(), m.content), NOTE_CHARS);
+                if m.role != Role::System && !m.content.text().trim().is_empty() {
+                    let note = one_line(&format!("{}: {}", m.role.as_str(), m.content.text()), NOTE_CHARS);
                     latest.decision = Some(note.clone());
                     self.push(Section::Notes, note);
                 }

@@ -108,13 +108,13 @@ fn render_event(event: &Event) -> String {
                     };
                     format!(
                         "#{seq}{pinned} {name} result for call {call}{error}: {}",
-                        excerpt(&m.content, TOOL_RESULT_CHARS)
+                        excerpt(m.content.text(), TOOL_RESULT_CHARS)
                     )
                 }
                 role => format!(
                     "#{seq}{pinned} {}: {}",
                     role.as_str(),
-                    excerpt(&m.content, MESSAGE_CHARS)
+                    excerpt(m.content.text(), MESSAGE_CHARS)
                 ),
             };
             for call in &m.tool_calls {

@@ -18,6 +18,8 @@ fn message(role: Role, content: &str) -> ViewMessage<'static> {
         role,
         content: content.to_owned().into(),
         tool_calls: Cow::Borrowed(&[]),
+        parts: Cow::Borrowed(&[]),
+        reasoning: false,
         tool_call_id: None,
         name: None,
         is_error: false,

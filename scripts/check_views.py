@@ -2,19 +2,24 @@
 
 Usage: check_views.py FILE [FILE ...]
 
-Each FILE holds a JSON array of {"format": "openai" | "anthropic", "view": {...}}. An OpenAI
-view's messages are validated as `list[ChatCompletionMessageParam]` of the official `openai`
-SDK, an Anthropic view as `MessageCreateParamsNonStreaming` of the official `anthropic` SDK
-(with a model and max_tokens added), both strictly: a field the type does not know is an
-error. Exit status 0 when every view passes; 1 and one line per failure otherwise.
+Each FILE holds a JSON array of {"format": "openai" | "openai_responses" | "anthropic",
+"view": {...}}. An OpenAI view's messages are validated as `list[ChatCompletionMessageParam]`
+of the official `openai` SDK, a Responses view's input as its `ResponseInputParam`, an
+Anthropic view as `MessageCreateParamsNonStreaming` of the official `anthropic` SDK (with a
+model and max_tokens added) and each of its content blocks as a `ContentBlockParam` (the
+message type also takes the SDK's response models, which let unknown keys through), all
+strictly: a field the type does not know is an error. Exit status 0 when every view passes; 1
+and one line per failure otherwise.
 """
 
 import json
 import sys
 import typing
 
+from anthropic.types import ContentBlockParam
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 from openai.types.chat import ChatCompletionMessageParam
+from openai.types.responses import ResponseInputParam
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from typing_extensions import is_typeddict
 
@@ -35,10 +40,17 @@ def forbid_unknown_fields(tp, seen=None):
         forbid_unknown_fields(arg, seen)
 
 
-forbid_unknown_fields(ChatCompletionMessageParam)
-forbid_unknown_fields(MessageCreateParamsNonStreaming)
+for request_type in (
+    ChatCompletionMessageParam,
+    ResponseInputParam,
+    MessageCreateParamsNonStreaming,
+    ContentBlockParam,
+):
+    forbid_unknown_fields(request_type)
 OPENAI = TypeAdapter(list[ChatCompletionMessageParam])
+RESPONSES = TypeAdapter(ResponseInputParam)
 ANTHROPIC = TypeAdapter(MessageCreateParamsNonStreaming)
+ANTHROPIC_BLOCK = TypeAdapter(ContentBlockParam)
 
 
 def consume(value):
@@ -59,8 +71,16 @@ def check(entry):
         if set(view) != {"messages"}:
             raise ValueError(f"an OpenAI view has only `messages`, not {sorted(view)}")
         consume(OPENAI.validate_python(view["messages"]))
+    elif entry["format"] == "openai_responses":
+        if set(view) != {"input"}:
+            raise ValueError(f"a Responses view has only `input`, not {sorted(view)}")
+        consume(RESPONSES.validate_python(view["input"]))
     elif entry["format"] == "anthropic":
         consume(ANTHROPIC.validate_python({"model": "claude-sonnet-4-5", "max_tokens": 1024, **view}))
+        for message in view["messages"]:
+            if isinstance(message["content"], list):
+                for block in message["content"]:
+                    consume(ANTHROPIC_BLOCK.validate_python(block))
     else:
         raise ValueError(f"unknown format {entry['format']!r}")
 

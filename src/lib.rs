@@ -11,6 +11,7 @@ pub mod http;
 pub mod store;
 pub mod summarize;
 pub mod tokens;
+pub mod turn;
 
 pub use config::Limits;
 pub use http::{app, openapi, AppState};

@@ -261,6 +261,34 @@ impl Job {
     }
 }
 
+/// The view the session's last compaction answered, if nothing was appended since (its state
+/// over the events as they stand, compacting nothing), as `present` makes it from its messages
+/// and their tokens (before calibration).
+pub async fn last_view<V, P>(
+    store: Arc<dyn Store>,
+    cache: &ViewCache,
+    session_id: Uuid,
+    format: Format,
+    present: P,
+) -> Result<V, CompactError>
+where
+    V: Send + 'static,
+    P: FnOnce(&[ViewMessage<'_>], i64) -> V + Send + 'static,
+{
+    let (session, stored, view) = load(&*store, session_id, cache.take(session_id)).await?;
+    let (mut view, stored, presented) = tokio::task::spawn_blocking(move || {
+        let (messages, tokens) =
+            engine::current_view(&session.config, &stored.state, view.events(), format);
+        let presented = present(&messages, tokens);
+        (view, stored, presented)
+    })
+    .await
+    .map_err(|e| CompactError::Worker(e.to_string()))?;
+    view.keep_state(stored);
+    cache.put(session_id, view);
+    Ok(presented)
+}
+
 /// Loads a session, its compaction state and the events of its view, on top of what `cached`
 /// holds. When the cache is warm, one read brings the session, the state's version and the
 /// events appended since; the state itself is read only when it is not the cached one (another

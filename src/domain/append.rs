@@ -4,7 +4,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::event::{Event, NewEvent};
+use super::event::{Event, EventBody, NewEvent};
+use crate::tokens::{self, Tokenizer};
 use super::pairing::OpenCalls;
 use super::FieldError;
 
@@ -32,6 +33,41 @@ pub struct CallFacts {
 pub struct CountedEvent {
     pub event: NewEvent,
     pub tokens: i64,
+}
+
+/// Counts every event's tokens with the session's tokenizer, on the blocking pool (see
+/// [`tokens::count_all`]). Fails only if a counting task panicked.
+pub async fn count(
+    tokenizer: Tokenizer,
+    events: Vec<NewEvent>,
+) -> Result<Vec<CountedEvent>, tokio::task::JoinError> {
+    let counted = tokens::count_all(tokenizer, events, text_bytes, |event, tokenizer| {
+        event.body.tokens(tokenizer)
+    })
+    .await?;
+    Ok(counted
+        .into_iter()
+        .map(|(event, tokens)| CountedEvent { event, tokens })
+        .collect())
+}
+
+/// About how many bytes of text counting `event` reads: shares a large batch between the cores.
+fn text_bytes(event: &NewEvent) -> usize {
+    match &event.body {
+        EventBody::Message(m) => {
+            m.content.text().len()
+                + m.name.as_ref().map_or(0, String::len)
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments_text().len())
+                    .sum::<usize>()
+        }
+        EventBody::Note(n) => n.content.len(),
+        EventBody::EpisodeStart(e) => {
+            e.name.len() + e.dependencies.iter().map(String::len).sum::<usize>()
+        }
+        EventBody::EpisodeEnd(e) => e.name.len() + e.conclusion.len(),
+    }
 }
 
 /// The outcome for one event of the batch, in batch order.

@@ -329,6 +329,11 @@ impl EventBody {
         tokenizer.count_message(&self.shown_text(), calls, self.name()) + parts
     }
 
+    /// Whether this body says the same as `other` (tool-call arguments compared by their text).
+    pub fn same_as(&self, other: &EventBody) -> bool {
+        same_body(self, other)
+    }
+
     /// The parts of a message's content (none for text content and other events).
     pub fn parts(&self) -> &[Part] {
         match self {

@@ -7,7 +7,13 @@
 //! and fallback) and hands the outcome to [`Pending::resume`].
 
 use super::progressive;
+use super::render::Format;
 use super::run::{EngineError, EngineInput, EngineOutput, Pending, Run};
+use super::working::Working;
+use crate::domain::compaction::ViewMessage;
+use crate::domain::event::Event;
+use crate::domain::session::SessionConfig;
+use crate::domain::state::CompactionState;
 
 /// Where a compaction stands: done, or waiting for a summary.
 #[derive(Debug)]
@@ -28,4 +34,16 @@ pub fn compact(input: EngineInput<'_>) -> Result<Step<'_>, EngineError> {
         _ => run.keep_last_user_turn(),
     }
     Ok(Step::Done(run.finish()))
+}
+
+/// The view `state` shows over `events` as they stand, compacting nothing, and its tokens:
+/// what the last compaction answered when nothing was appended since.
+pub fn current_view<'a>(
+    config: &SessionConfig,
+    state: &CompactionState,
+    events: &'a [Event],
+    format: Format,
+) -> (Vec<ViewMessage<'a>>, i64) {
+    let (messages, _, tokens) = Working::from_state(config, state, events, format).render();
+    (messages, tokens)
 }

@@ -19,6 +19,7 @@ use crate::domain::compaction::{CompactionRecord, Mode};
 use crate::domain::state::{calibration_sample, MAX_CALIBRATION_SAMPLE, MIN_CALIBRATION_SAMPLE};
 use crate::domain::FieldError;
 use crate::engine::render::{Format, ReusingView};
+use crate::tokens::Tokenizer;
 
 const DEFAULT_PAGE: u32 = 20;
 const MAX_PAGE: u32 = 200;
@@ -57,8 +58,8 @@ pub struct CompactBody {
 /// The view to send and the record that explains it.
 #[derive(Serialize, ToSchema)]
 pub struct CompactResponse<'a> {
-    /// The request body to send, in the asked format: `{messages}` for OpenAI, `{system,
-    /// messages}` for Anthropic, `{items}` for raw.
+    /// The request body to send, in the asked format: `{messages}` for OpenAI, `{input}` for
+    /// OpenAI Responses, `{system, messages}` for Anthropic, `{items}` for raw.
     #[schema(value_type = Object)]
     pub view: ReusingView<'a, 'a>,
     #[schema(value_type = CompactionRecord)]
@@ -98,29 +99,16 @@ async fn compact(
             "must be 0, 1 or 2",
         )]));
     }
-    if let Some(i) = body.tools.iter().position(|tool| !tool.is_object()) {
-        return Err(ApiError::validation(vec![FieldError::new(
-            format!("tools[{i}]"),
-            "a tool schema must be a JSON object",
-        )]));
-    }
+    validate_tools(&body.tools)?;
     let tokenizer = state
         .tokenizer_of(id)
         .await?
         .ok_or_else(|| ApiError::session_not_found(id))?;
-    let tools_tokens = if body.tools.is_empty() {
-        0
-    } else {
-        let text = serde_json::to_string(&body.tools).unwrap_or_default();
-        tokio::task::spawn_blocking(move || tokenizer.count(&text))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?
-    };
     let request = CompactRequest {
         format: body.format,
         mode: body.mode,
         overflow_retry: body.overflow_retry,
-        tools_tokens,
+        tools_tokens: tools_tokens(tokenizer, &body.tools).await?,
         // A summary must come back well before the request times out.
         summary_deadline: state.limits.request_timeout * 2 / 3,
     };
@@ -139,9 +127,31 @@ async fn compact(
     Ok(([(header::CONTENT_TYPE, "application/json")], answer).into_response())
 }
 
+/// Tool schemas must be JSON objects.
+pub(super) fn validate_tools(tools: &[Value]) -> Result<(), ApiError> {
+    match tools.iter().position(|tool| !tool.is_object()) {
+        Some(i) => Err(ApiError::validation(vec![FieldError::new(
+            format!("tools[{i}]"),
+            "a tool schema must be a JSON object",
+        )])),
+        None => Ok(()),
+    }
+}
+
+/// The tokens the tool schemas cost, counted on the blocking pool.
+pub(super) async fn tools_tokens(tokenizer: Tokenizer, tools: &[Value]) -> Result<i64, ApiError> {
+    if tools.is_empty() {
+        return Ok(0);
+    }
+    let text = serde_json::to_string(tools).unwrap_or_default();
+    tokio::task::spawn_blocking(move || tokenizer.count(&text))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))
+}
+
 /// The answer's JSON: a [`CompactResponse`] with the view in `format`, serialised in one pass
 /// into a buffer sized for the view (most of it) from the start.
-fn answer(format: Format, presented: Presented<'_, '_>) -> serde_json::Result<Vec<u8>> {
+pub(super) fn answer(format: Format, presented: Presented<'_, '_>) -> serde_json::Result<Vec<u8>> {
     let messages = presented.messages;
     let size: usize = messages.iter().map(|m| m.content.len() + 256).sum();
     let mut out = Vec::with_capacity(size + 16 * 1024);
@@ -154,7 +164,7 @@ fn answer(format: Format, presented: Presented<'_, '_>) -> serde_json::Result<Ve
     Ok(out)
 }
 
-fn compact_error(error: CompactError, id: Uuid) -> ApiError {
+pub(super) fn compact_error(error: CompactError, id: Uuid) -> ApiError {
     match error {
         CompactError::NotFound => ApiError::session_not_found(id),
         CompactError::Engine(e) => {

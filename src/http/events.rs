@@ -11,9 +11,8 @@ use uuid::Uuid;
 use super::error::{ApiError, Problem};
 use super::extract;
 use super::AppState;
-use crate::domain::append::CountedEvent;
-use crate::domain::event::{Event, EventBody, EventInput, NewEvent};
-use crate::tokens::{self, Tokenizer};
+use crate::domain::append;
+use crate::domain::event::{Event, EventInput};
 
 const DEFAULT_PAGE: u32 = 100;
 const MAX_PAGE: u32 = 1_000;
@@ -155,7 +154,9 @@ async fn append_events(
         .await?
         .ok_or_else(|| ApiError::session_not_found(id))?;
 
-    let batch = count_tokens(tokenizer, events).await?;
+    let batch = append::count(tokenizer, events)
+        .await
+        .map_err(|e| ApiError::Internal(format!("token counting failed: {e}")))?;
     let outcome = state
         .store
         .append_events(id, &batch, request.expected_seq)
@@ -186,41 +187,6 @@ async fn append_events(
                 .collect(),
         }),
     ))
-}
-
-/// Counts every event's tokens with the session's tokenizer (see [`tokens::count_all`]).
-async fn count_tokens(
-    tokenizer: Tokenizer,
-    events: Vec<NewEvent>,
-) -> Result<Vec<CountedEvent>, ApiError> {
-    let counted = tokens::count_all(tokenizer, events, text_bytes, |event, tokenizer| {
-        event.body.tokens(tokenizer)
-    })
-    .await
-    .map_err(|e| ApiError::Internal(format!("token counting failed: {e}")))?;
-    Ok(counted
-        .into_iter()
-        .map(|(event, tokens)| CountedEvent { event, tokens })
-        .collect())
-}
-
-/// About how many bytes of text counting `event` reads: shares a large batch between the cores.
-fn text_bytes(event: &NewEvent) -> usize {
-    match &event.body {
-        EventBody::Message(m) => {
-            m.content.text().len()
-                + m.name.as_ref().map_or(0, String::len)
-                + m.tool_calls
-                    .iter()
-                    .map(|c| c.name.len() + c.arguments_text().len())
-                    .sum::<usize>()
-        }
-        EventBody::Note(n) => n.content.len(),
-        EventBody::EpisodeStart(e) => {
-            e.name.len() + e.dependencies.iter().map(String::len).sum::<usize>()
-        }
-        EventBody::EpisodeEnd(e) => e.name.len() + e.conclusion.len(),
-    }
 }
 
 /// Read the log, oldest first, in pages.

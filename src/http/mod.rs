@@ -9,6 +9,7 @@ mod events;
 mod extract;
 mod health;
 mod sessions;
+mod turn;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -110,6 +111,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(sessions::router())
         .merge(events::router())
         .merge(compaction::router())
+        .merge(turn::router())
         .merge(context::router())
         .merge(health::router())
 }

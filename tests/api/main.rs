@@ -16,3 +16,4 @@ mod schema;
 mod sessions;
 mod shutdown;
 mod store;
+mod turn;

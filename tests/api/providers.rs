@@ -24,7 +24,7 @@ fn provider_python() -> String {
 }
 
 /// Runs the SDK check over `views` ({format, view} objects); returns its report.
-fn check_with_the_sdks(views: &[Value]) -> Result<String, String> {
+pub fn check_with_the_sdks(views: &[Value]) -> Result<String, String> {
     let dir = tempfile::tempdir().expect("temporary directory");
     let path = dir.path().join("views.json");
     std::fs::write(&path, serde_json::to_vec(views).expect("JSON")).expect("write views");

@@ -130,12 +130,15 @@ fn to_value(request: &impl Serialize) -> Value {
 }
 
 /// What a part of a rendered request is made from, when that is one view message alone: the
-/// event it shows, how it is shown, and which of the message's parts it is. Such a part renders
+/// event it shows, how it is shown (with its reasoning or not), and which of the message's
+/// parts it is. Such a part renders
 /// the same on every call, so a writer may reuse its JSON (see [`write_view`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PartKey {
     pub seq: i64,
     pub projection: Projection,
+    /// Whether the message's reasoning is sent: its parts differ when it is.
+    pub reasoning: bool,
     pub index: u16,
 }
 
@@ -144,6 +147,7 @@ impl PartKey {
         Some(Self {
             seq: message.seq?,
             projection: message.projection,
+            reasoning: message.reasoning,
             index: u16::try_from(index).ok()?,
         })
     }

@@ -1,0 +1,386 @@
+//! One call per model turn: the agent sends its provider-native conversation, ctxd appends
+//! exactly what is new and answers the view to send.
+//!
+//! What is new is decided by reading the submitted messages as events (`native`) and matching
+//! them against what the session holds:
+//! - the agent's full history: the stored conversation is a prefix of it;
+//! - the last view ctxd answered plus new messages (an agent that adopts the view as its
+//!   history): that view is a prefix of it;
+//! - only the new messages: they match neither from the start.
+//!
+//! A list that starts like the stored conversation or the last view but then departs from it
+//! is refused, naming the first message that diverges. Each appended event gets an id made of
+//! the request's digest and its place, so retrying the same call appends nothing twice. The
+//! append is kept even when the compaction that follows fails (fail open).
+
+pub mod native;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::compaction::{self, cache::ViewCache, CompactError, CompactRequest, Presented};
+use crate::domain::append::{self, AppendRejection, CountedEvent};
+use crate::domain::event::{Event, EventBody, NewEvent, Role};
+use crate::domain::state::{calibration_sample, MAX_CALIBRATION_SAMPLE, MIN_CALIBRATION_SAMPLE};
+use crate::domain::FieldError;
+use crate::engine::render::{self, Format};
+use crate::store::{AppendError, Store};
+use crate::summarize::Summarizer;
+use native::{Native, Read};
+
+/// How many times a turn reads and matches again when another writer appended in between.
+const ATTEMPTS: usize = 3;
+
+/// What an agent sends for one turn.
+pub struct Turn {
+    pub format: Format,
+    /// Anthropic's `system`.
+    pub system: Option<Value>,
+    pub messages: Vec<Value>,
+    /// The compaction to run once the new messages are appended (its `format` is this turn's).
+    pub compact: CompactRequest,
+    /// The provider's input-token count for the previous view this session answered.
+    pub usage_input_tokens: Option<i64>,
+}
+
+/// What a turn did before its compaction.
+#[derive(Debug, Clone, Default)]
+pub struct Appended {
+    /// The seqs of the events this turn appended (or appended on an earlier try of the same call).
+    pub seqs: Vec<i64>,
+    /// True when an earlier try of this same call had appended them.
+    pub replayed: bool,
+    /// The calibration applied after this turn's usage, when it gave one.
+    pub calibration: Option<f64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error("invalid messages")]
+    Invalid(Vec<FieldError>),
+    #[error("{message}")]
+    Diverges { field: String, message: String },
+    #[error("the session's log moved on while this turn was appended; retry")]
+    Contended,
+    #[error(transparent)]
+    Append(#[from] AppendError),
+    /// The compaction failed after the new messages were appended (they are kept).
+    #[error("compaction failed after appending seqs {appended:?}: {error}")]
+    Compact {
+        appended: Vec<i64>,
+        error: CompactError,
+    },
+    #[error(transparent)]
+    Before(CompactError),
+}
+
+/// Everything a turn works with.
+pub struct Deps<'a> {
+    pub store: Arc<dyn Store>,
+    pub summarizer: Option<Arc<dyn Summarizer>>,
+    pub cache: &'a ViewCache,
+}
+
+/// Appends what is new in `turn` and compacts, answering as `present` makes the view.
+pub async fn take_turn<V, P>(
+    deps: Deps<'_>,
+    session_id: Uuid,
+    turn: Turn,
+    present: P,
+) -> Result<(Appended, V), TurnError>
+where
+    V: Send + 'static,
+    P: Fn(Presented<'_, '_>) -> V + Send + Sync + 'static,
+{
+    let read = native::read(turn.format, turn.system.as_ref(), &turn.messages)
+        .map_err(TurnError::Invalid)?;
+    let digest = digest(turn.format, turn.system.as_ref(), &turn.messages);
+    // The previous view is the state's view over the log as it stands before this append.
+    let usage = match turn.usage_input_tokens {
+        Some(provider) => previous_view_tokens(&deps, session_id, &turn)
+            .await?
+            .map(|ours| (provider, ours)),
+        None => None,
+    };
+    let mut appended = append_new(&deps, session_id, &turn, read, &digest).await?;
+    if let (Some((provider, ours)), false) = (usage, appended.replayed) {
+        let calibration = compaction::record_usage(&*deps.store, session_id, provider, ours)
+            .await
+            .map_err(|error| TurnError::Compact {
+                appended: appended.seqs.clone(),
+                error,
+            })?;
+        appended.calibration = Some(calibration);
+    }
+    let request = CompactRequest {
+        format: turn.format,
+        ..turn.compact
+    };
+    let view = compaction::compact_session(
+        Arc::clone(&deps.store),
+        deps.summarizer.clone(),
+        deps.cache,
+        session_id,
+        request,
+        present,
+    )
+    .await
+    .map_err(|error| TurnError::Compact {
+        appended: appended.seqs.clone(),
+        error,
+    })?;
+    Ok((appended, view))
+}
+
+/// Appends the events of `read` that are new, or finds those an earlier try of the same call
+/// appended.
+async fn append_new(
+    deps: &Deps<'_>,
+    session_id: Uuid,
+    turn: &Turn,
+    read: Read,
+    digest: &str,
+) -> Result<Appended, TurnError> {
+    let store = &*deps.store;
+    let prefix = format!("turn:{digest}:");
+    for _ in 0..ATTEMPTS {
+        let log = conversation(store, session_id).await?;
+        if let Some(seqs) = earlier_try(&log.events, &prefix) {
+            return Ok(Appended {
+                seqs,
+                replayed: true,
+                calibration: None,
+            });
+        }
+        let new = what_is_new(deps, session_id, turn, &read, &log).await?;
+        if new.is_empty() {
+            return Ok(Appended::default());
+        }
+        let events: Vec<NewEvent> = new
+            .into_iter()
+            .enumerate()
+            .map(|(k, mut event)| {
+                event.id = Some(format!("{prefix}{k}"));
+                event
+            })
+            .collect();
+        let batch: Vec<CountedEvent> = append::count(log.tokenizer, events)
+            .await
+            .map_err(|e| TurnError::Before(CompactError::Worker(e.to_string())))?;
+        match store
+            .append_events(session_id, &batch, Some(log.head_seq))
+            .await
+        {
+            Ok(outcome) => {
+                return Ok(Appended {
+                    seqs: outcome.acks.iter().map(|a| a.seq).collect(),
+                    replayed: false,
+                    calibration: None,
+                })
+            }
+            Err(AppendError::Rejected(AppendRejection::SeqMismatch { .. })) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(TurnError::Contended)
+}
+
+/// The session's log as a turn needs it.
+struct Log {
+    head_seq: i64,
+    tokenizer: crate::tokens::Tokenizer,
+    events: Vec<Event>,
+}
+
+/// Reads the whole log (a turn's history is compared from its start).
+async fn conversation(store: &dyn Store, session_id: Uuid) -> Result<Log, TurnError> {
+    let session = store
+        .get_session(session_id)
+        .await
+        .map_err(|e| TurnError::Before(e.into()))?
+        .ok_or(TurnError::Before(CompactError::NotFound))?;
+    let mut events = Vec::with_capacity(session.head_seq.max(0) as usize);
+    let mut after = 0;
+    while after < session.head_seq {
+        let page = store
+            .list_events(session_id, after, 1_000)
+            .await
+            .map_err(|e| TurnError::Before(e.into()))?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        events.extend(page);
+    }
+    events.retain(|e| e.seq <= session.head_seq);
+    Ok(Log {
+        head_seq: session.head_seq,
+        tokenizer: session.config.tokenizer,
+        events,
+    })
+}
+
+/// The seqs an earlier try of this call appended: the newest events carry its ids.
+fn earlier_try(events: &[Event], prefix: &str) -> Option<Vec<i64>> {
+    let ours = |e: &&Event| e.id.as_deref().is_some_and(|id| id.starts_with(prefix));
+    let last = events.last()?;
+    if !ours(&last) {
+        return None;
+    }
+    let mut seqs: Vec<i64> = events.iter().rev().take_while(ours).map(|e| e.seq).collect();
+    seqs.reverse();
+    Some(seqs)
+}
+
+/// The events of `read` that the session does not hold yet (see the module docs).
+async fn what_is_new(
+    deps: &Deps<'_>,
+    session_id: Uuid,
+    turn: &Turn,
+    read: &Read,
+    log: &Log,
+) -> Result<Vec<NewEvent>, TurnError> {
+    let anthropic = turn.format == Format::Anthropic;
+    // Anthropic's system prompt is given apart on every call: it is new only the first time.
+    let stored_system = log
+        .events
+        .iter()
+        .find(|e| e.body.role() == Some(Role::System));
+    let mut new = Vec::new();
+    if let Some(system) = &read.system {
+        match stored_system {
+            None => new.push(system.clone()),
+            Some(stored) if stored.body.same_as(&system.body) => {}
+            Some(_) => {
+                return Err(TurnError::Diverges {
+                    field: "system".into(),
+                    message: "`system` differs from the session's system prompt".into(),
+                })
+            }
+        }
+    }
+    let stored: Vec<&EventBody> = log
+        .events
+        .iter()
+        .filter(|e| matches!(e.body, EventBody::Message(_)))
+        .filter(|e| !(anthropic && e.body.role() == Some(Role::System)))
+        .map(|e| &e.body)
+        .collect();
+    let submitted = &read.events;
+    let history = common_prefix(submitted, stored.iter().copied());
+
+    if history == stored.len() || history == submitted.len() {
+        new.extend(submitted[history..].iter().map(|n| n.event.clone()));
+        return Ok(new);
+    }
+    let last_view = last_view_events(deps, session_id, turn.format).await?;
+    let view = common_prefix(submitted, last_view.iter().map(|n| &n.event.body));
+    if !last_view.is_empty() && (view == last_view.len() || view == submitted.len()) {
+        new.extend(submitted[view..].iter().map(|n| n.event.clone()));
+        return Ok(new);
+    }
+    if history == 0 && view == 0 {
+        // Only the new messages.
+        new.extend(submitted.iter().map(|n| n.event.clone()));
+        return Ok(new);
+    }
+    let at = history.max(view);
+
+    let origin = submitted.get(at).map_or(turn.messages.len(), |n| n.origin);
+    let (against, matched) = if history >= view {
+        ("the session's stored conversation", history)
+    } else {
+        ("the last view ctxd answered", view)
+    };
+    Err(TurnError::Diverges {
+        field: format!("messages[{origin}]"),
+        message: format!(
+            "messages[{origin}] diverges from {against}: the first {matched} events read from \
+             `messages` match it, the next does not. Send the full history, the last view plus \
+             new messages, or only the new messages"
+        ),
+    })
+}
+
+/// How many leading events of `submitted` say the same as `other`.
+fn common_prefix<'a>(submitted: &[Native], other: impl Iterator<Item = &'a EventBody>) -> usize {
+    submitted
+        .iter()
+        .zip(other)
+        .take_while(|(n, body)| n.event.body.same_as(body))
+        .count()
+}
+
+/// The last view this session answered, rendered in `format` and read back as events (the
+/// system prompt of an Anthropic view aside, as in a request).
+async fn last_view_events(
+    deps: &Deps<'_>,
+    session_id: Uuid,
+    format: Format,
+) -> Result<Vec<Native>, TurnError> {
+    let rendered = compaction::last_view(
+        Arc::clone(&deps.store),
+        deps.cache,
+        session_id,
+        format,
+        move |messages, _| render::render(format, messages),
+    )
+    .await
+    .map_err(TurnError::Before)?;
+    let list = match format {
+        Format::OpenaiResponses => &rendered["input"],
+        _ => &rendered["messages"],
+    };
+    let messages = list.as_array().map_or(&[][..], Vec::as_slice);
+    // A view ctxd rendered reads back; should it not, no history matches it.
+    Ok(native::read(format, None, messages).map_or_else(|_| Vec::new(), |read| read.events))
+}
+
+/// ctxd's count of the previous view's request (its messages before calibration, and this
+/// turn's tool schemas), checked against the provider's count; None when nothing was answered
+/// yet.
+async fn previous_view_tokens(
+    deps: &Deps<'_>,
+    session_id: Uuid,
+    turn: &Turn,
+) -> Result<Option<i64>, TurnError> {
+    let provider = turn.usage_input_tokens.unwrap_or_default();
+    let tokens = compaction::last_view(
+        Arc::clone(&deps.store),
+        deps.cache,
+        session_id,
+        turn.format,
+        |messages, tokens| (!messages.is_empty()).then_some(tokens),
+    )
+    .await
+    .map_err(TurnError::Before)?;
+    let Some(messages) = tokens else {
+        return Ok(None);
+    };
+    let ours = messages + turn.compact.tools_tokens;
+    if provider <= 0 || calibration_sample(provider, ours).is_none() {
+        return Err(TurnError::Invalid(vec![FieldError::new(
+            "usage.input_tokens",
+            format!(
+                "{provider} is {:.3} times ctxd's count of {ours} tokens for the previous view: \
+                 the ratio must be between {MIN_CALIBRATION_SAMPLE} and {MAX_CALIBRATION_SAMPLE}",
+                provider as f64 / ours as f64
+            ),
+        )]));
+    }
+    Ok(Some(ours))
+}
+
+/// A stable digest of what a turn says (the same call retried has the same one).
+fn digest(format: Format, system: Option<&Value>, messages: &[Value]) -> String {
+    // serde_json's maps are ordered by key, so the same content has the same bytes.
+    let body = serde_json::json!({"format": format, "system": system, "messages": messages});
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    // FNV-1a, 128 bits: stable across builds and machines.
+    let mut hash: u128 = 0x6c62272e07bb014262b821756295c58d;
+    for byte in bytes {
+        hash ^= u128::from(byte);
+        hash = hash.wrapping_mul(0x0000000001000000000000000000013b);
+    }
+    format!("{hash:032x}")
+}

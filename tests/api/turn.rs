@@ -1,0 +1,295 @@
+//! `POST /sessions/{id}/turn`: committed real-shaped sessions (tests/fixtures/turns: a Claude
+//! Code session with thinking blocks and empty results, an Agents-SDK-like Responses session
+//! with reasoning items, a computer-use session with screenshots) replayed turn by turn as an
+//! agent would send them — its full history, the last view plus the new messages, or only the
+//! new messages — with every view checked against the providers' own SDK types.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::on_both_backends;
+use crate::providers::check_with_the_sdks;
+use crate::support::TestApp as App;
+
+fn fixture(name: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/turns/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_slice(&std::fs::read(&path).expect("fixture")).expect("fixture JSON")
+}
+
+/// How an agent sends its conversation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    FullHistory,
+    LastViewPlusNew,
+    OnlyNew,
+}
+
+/// Where the model's output starts: each place the agent calls ctxd for the next view.
+fn boundaries(format: &str, messages: &[Value]) -> Vec<usize> {
+    let assistant_side = |m: &Value| match format {
+        "openai_responses" => {
+            matches!(m["type"].as_str(), Some("reasoning" | "function_call"))
+                || m["role"] == "assistant"
+        }
+        _ => m["role"] == "assistant",
+    };
+    let mut cuts: Vec<usize> = (1..messages.len())
+        .filter(|&i| assistant_side(&messages[i]) && !assistant_side(&messages[i - 1]))
+        .collect();
+    cuts.push(messages.len());
+    cuts
+}
+
+/// The list of the view an answer carries (`messages`, or Responses' `input`).
+fn view_list(format: &str, view: &Value) -> Vec<Value> {
+    let key = if format == "openai_responses" { "input" } else { "messages" };
+    view[key].as_array().cloned().unwrap_or_default()
+}
+
+struct Replay {
+    session: String,
+    /// Every view answered, as {format, view}.
+    views: Vec<Value>,
+    answers: Vec<Value>,
+}
+
+/// Replays `fixture` through /turn as an agent in `mode` would, with a window small enough that
+/// the session is compacted on the way; each call after the first reports the provider's
+/// usage for the previous view (a tenth over ctxd's count).
+async fn replay(app: &App, fixture: &Value, mode: Mode, window: u32) -> Replay {
+    let format = fixture["format"].as_str().expect("format");
+    let messages = fixture["messages"].as_array().expect("messages");
+    let session = app
+        .create_session(json!({"config": {"context_window": window, "max_output_tokens": 1000,
+            "tokenizer": "chars4", "min_tail_messages": 6}}))
+        .await;
+    let mut replay = Replay {
+        session: session.clone(),
+        views: Vec::new(),
+        answers: Vec::new(),
+    };
+    let mut previous = 0;
+    let mut last: Option<Value> = None;
+    for cut in boundaries(format, messages) {
+        let new = &messages[previous..cut];
+        let sent: Vec<Value> = match (mode, &last) {
+            (Mode::FullHistory, _) => messages[..cut].to_vec(),
+            (Mode::LastViewPlusNew, Some(answer)) => {
+                let mut list = view_list(format, &answer["view"]);
+                list.extend_from_slice(new);
+                list
+            }
+            (Mode::OnlyNew | Mode::LastViewPlusNew, _) => new.to_vec(),
+        };
+        let mut body = json!({"format": format, "messages": sent, "tools": fixture["tools"]});
+        if let Some(system) = fixture.get("system") {
+            body["system"] = system.clone();
+        }
+        if let Some(answer) = &last {
+            let ours = answer["record"]["input_tokens_estimate"].as_i64().expect("estimate");
+            let key = if format == "openai" { "prompt_tokens" } else { "input_tokens" };
+            body["usage"] = json!({ key: ours + ours / 10, "output_tokens": 50 });
+        }
+        let reply = app.post(&format!("/sessions/{session}/turn"), &body).await;
+        assert_eq!(reply.status, StatusCode::OK, "{mode:?} at {cut}: {}", reply.body);
+        replay
+            .views
+            .push(json!({"format": format, "view": reply.body["view"]}));
+        replay.answers.push(reply.body.clone());
+        last = Some(reply.body);
+        previous = cut;
+    }
+    replay
+}
+
+/// What an event says, without where or when it was stored.
+fn said(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            let object = e.as_object_mut().expect("event");
+            for key in ["seq", "id", "created_at", "tokens"] {
+                object.remove(key);
+            }
+            e
+        })
+        .collect()
+}
+
+async fn replay_in_every_mode(app: &App, name: &str, window: u32) -> Vec<Replay> {
+    let fixture = fixture(name);
+    let mut replays = Vec::new();
+    for mode in [Mode::FullHistory, Mode::LastViewPlusNew, Mode::OnlyNew] {
+        replays.push(replay(app, &fixture, mode, window).await);
+    }
+    // Whichever way the agent sends its conversation, the session holds it exactly once.
+    let logs = [
+        said(&app.all_events(&replays[0].session).await),
+        said(&app.all_events(&replays[1].session).await),
+        said(&app.all_events(&replays[2].session).await),
+    ];
+    assert!(!logs[0].is_empty());
+    assert_eq!(logs[0], logs[1], "{name}: last view plus new");
+    assert_eq!(logs[0], logs[2], "{name}: only new");
+    let views: Vec<Value> = replays.iter().flat_map(|r| r.views.clone()).collect();
+    let report = check_with_the_sdks(&views).unwrap_or_else(|report| panic!("{name}: {report}"));
+    assert!(
+        report.contains(&format!("{} views checked, 0 failed", views.len())),
+        "{report}"
+    );
+    let acted = replays[0]
+        .answers
+        .iter()
+        .filter(|a| a["record"]["acted"] == true)
+        .count();
+    assert!(acted > 0, "{name}: the window is small enough to compact");
+    replays
+}
+
+/// Thinking blocks (Anthropic) or reasoning items (Responses) in a view: (before, after) the
+/// last message the user wrote.
+fn reasoning_around_last_user_turn(format: &str, view: &Value) -> (usize, usize) {
+    let list = view_list(format, view);
+    let user_wrote = |m: &Value| {
+        m["role"] == "user"
+            && match &m["content"] {
+                Value::String(_) => true,
+                Value::Array(blocks) => blocks.iter().any(|b| b["type"] != "tool_result"),
+                _ => false,
+            }
+    };
+    let last_user = list.iter().rposition(user_wrote).unwrap_or(0);
+    let reasoning = |m: &Value| -> usize {
+        if format == "openai_responses" {
+            usize::from(m["type"] == "reasoning")
+        } else {
+            m["content"].as_array().map_or(0, |blocks| {
+                blocks
+                    .iter()
+                    .filter(|b| matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking")))
+                    .count()
+            })
+        }
+    };
+    let before = list[..last_user].iter().map(reasoning).sum();
+    let after = list[last_user..].iter().map(reasoning).sum();
+    (before, after)
+}
+
+on_both_backends! {
+    async fn a_claude_code_session_with_thinking_replays_through_turn(app) {
+        let replays = replay_in_every_mode(&app, "claude_code_thinking", 16_000).await;
+        // Thinking goes back only for the current tool loop, and goes back there.
+        let mut sent = 0;
+        for answer in &replays[0].answers {
+            let (before, after) = reasoning_around_last_user_turn("anthropic", &answer["view"]);
+            assert_eq!(before, 0, "no thinking before the last user turn");
+            sent += after;
+        }
+        assert!(sent > 0, "thinking blocks of the current loop are sent back");
+        // The last call again appends nothing: it is recognised as a retry.
+        let fixture = fixture("claude_code_thinking");
+        let messages = fixture["messages"].as_array().unwrap();
+        let path = format!("/sessions/{}/turn", replays[0].session);
+        let again = app.post(&path, &json!({"format": "anthropic", "messages": messages})).await;
+        assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+        assert_eq!(again.body["replayed"], true);
+        assert_eq!(again.body["appended"], replays[0].answers.last().unwrap()["appended"]);
+        // An older history holds nothing new.
+        let older = json!({"format": "anthropic", "messages": messages[..50]});
+        let reply = app.post(&path, &older).await;
+        assert_eq!(reply.body["appended"], json!([]), "{}", reply.body);
+        assert_eq!(reply.body["replayed"], false);
+        let events = app.all_events(&replays[0].session).await.len();
+        assert_eq!(events, app.all_events(&replays[2].session).await.len());
+    }
+}
+
+on_both_backends! {
+    async fn an_agents_sdk_responses_session_replays_through_turn(app) {
+        let replays = replay_in_every_mode(&app, "agents_sdk_responses", 6_000).await;
+        let mut sent = 0;
+        for answer in &replays[0].answers {
+            let (before, after) = reasoning_around_last_user_turn("openai_responses", &answer["view"]);
+            assert_eq!(before, 0, "no reasoning item before the last user turn");
+            sent += after;
+        }
+        assert!(sent > 0, "reasoning items of the current loop are sent back");
+        // The calibration follows the usage reported (a tenth over ctxd's count).
+        let calibrated = replays[0].answers.last().unwrap()["calibration"].as_f64().unwrap();
+        assert!((calibrated - 1.1).abs() < 0.02, "calibration {calibrated}");
+    }
+}
+
+on_both_backends! {
+    async fn a_computer_use_session_offloads_old_screenshots_first(app) {
+        let replays = replay_in_every_mode(&app, "computer_use_screenshots", 12_000).await;
+        let last = &replays[0].answers.last().unwrap()["view"];
+        let text = last.to_string();
+        let images = text.matches("\"type\":\"image\"").count();
+        assert!(images > 0, "the newest screenshots are sent");
+        assert!(images < 15, "old screenshots are offloaded: {images} images");
+        assert!(text.contains("image image/png 1280x800 offloaded"), "{text:.2000}");
+        let context = app.get(&format!("/sessions/{}/context?limit=200", replays[0].session)).await;
+        let reasons = context.body.to_string();
+        assert!(reasons.contains("offloaded_image"), "the context says why");
+    }
+}
+
+on_both_backends! {
+    async fn a_turn_is_appended_once_and_a_diverging_history_is_refused(app) {
+        let session = app.create_session(json!({})).await;
+        let path = format!("/sessions/{session}/turn");
+        let first = json!({"format": "openai", "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Make the build pass."}]});
+        let reply = app.post(&path, &first).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert_eq!(reply.body["appended"], json!([1, 2]));
+        assert_eq!(reply.body["replayed"], false);
+        assert_eq!(reply.body["view"]["messages"].as_array().unwrap().len(), 2);
+
+        // Only new messages, sent twice: appended once.
+        let new = json!({"format": "openai", "messages": [
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "shell", "arguments": "{\"cmd\":\"make\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": ""}]});
+        let once = app.post(&path, &new).await;
+        assert_eq!(once.body["appended"], json!([3, 4]), "{}", once.body);
+        let again = app.post(&path, &new).await;
+        assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+        assert_eq!(again.body["appended"], json!([3, 4]));
+        assert_eq!(again.body["replayed"], true);
+        assert_eq!(app.all_events(&session).await.len(), 4);
+
+        // The full history with an earlier message changed: 409 naming it, nothing appended.
+        let mut history = first["messages"].as_array().unwrap().clone();
+        history.extend(new["messages"].as_array().unwrap().clone());
+        history[1]["content"] = json!("Make the tests pass.");
+        history.push(json!({"role": "user", "content": "thanks"}));
+        let diverged = app.post(&path, &json!({"format": "openai", "messages": history})).await;
+        assert_eq!(diverged.status, StatusCode::CONFLICT, "{}", diverged.body);
+        assert!(diverged.body["detail"].as_str().unwrap().contains("messages[1]"), "{}", diverged.body);
+        assert_eq!(app.all_events(&session).await.len(), 4);
+
+        // A message ctxd cannot read is named, and nothing is appended.
+        let unreadable = json!({"format": "openai", "messages": [
+            {"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]});
+        let refused = app.post(&path, &unreadable).await;
+        assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(refused.body["errors"][0]["field"], "messages[0].content[0].type");
+        // So is a usage that cannot be this view's.
+        let absurd = json!({"format": "openai", "messages": [{"role": "user", "content": "go"}],
+            "usage": {"prompt_tokens": 1_000_000}});
+        let refused = app.post(&path, &absurd).await;
+        assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", refused.body);
+        assert_eq!(refused.body["errors"][0]["field"], "usage.input_tokens");
+        assert_eq!(app.all_events(&session).await.len(), 4);
+        let missing = app.post("/sessions/01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f/turn", &first).await;
+        assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    }
+}

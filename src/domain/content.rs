@@ -14,7 +14,6 @@ use base64::Engine as _;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
-use utoipa::ToSchema;
 
 use super::has_nul;
 use crate::tokens::Tokenizer;
@@ -129,8 +128,9 @@ impl<'de> Deserialize<'de> for Content {
     }
 }
 
-/// One part of a message, in ctxd's neutral form.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+/// One part of a message, in ctxd's neutral form (see [`schema`] for how the OpenAPI document
+/// describes it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Part {
     /// Text.
@@ -155,7 +155,7 @@ pub enum Part {
 }
 
 /// An image part.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Image {
     /// `https://...` (the provider fetches it); inline images are in `data`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -516,6 +516,141 @@ pub fn read_parts(items: &[Value], field: &str) -> Result<Vec<Part>, Vec<(String
         Ok(parts)
     } else {
         Err(errors)
+    }
+}
+
+/// Parts as the OpenAPI document describes them: one named schema per type, discriminated on
+/// `type`, so that a generated client gets one class per part. They only describe the wire
+/// format of [`Part`] and of a message's content.
+#[allow(dead_code)]
+pub mod schema {
+    use serde::Serialize;
+    use utoipa::ToSchema;
+
+    /// One part of a message, in ctxd's form. `type` says which fields it has.
+    #[derive(Serialize, ToSchema)]
+    #[serde(untagged)]
+    #[schema(as = Part, discriminator(property_name = "type", mapping(
+        ("text" = "#/components/schemas/TextPart"),
+        ("image" = "#/components/schemas/ImagePart"),
+        ("thinking" = "#/components/schemas/ThinkingPart"),
+        ("redacted_thinking" = "#/components/schemas/RedactedThinkingPart"),
+        ("reasoning" = "#/components/schemas/ReasoningPart")
+    )))]
+    pub enum PartSchema {
+        Text(TextPart),
+        Image(ImagePart),
+        Thinking(ThinkingPart),
+        RedactedThinking(RedactedThinkingPart),
+        Reasoning(ReasoningPart),
+    }
+
+    /// Text.
+    #[derive(Serialize, ToSchema)]
+    pub struct TextPart {
+        #[serde(rename = "type")]
+        #[schema(inline)]
+        pub kind: TextType,
+        pub text: String,
+    }
+
+    /// An image: by `url`, or inline as `media_type` and base64 `data`.
+    #[derive(Serialize, ToSchema)]
+    pub struct ImagePart {
+        #[serde(rename = "type")]
+        #[schema(inline)]
+        pub kind: ImageType,
+        /// An http(s) URL the provider fetches.
+        #[schema(required = false)]
+        pub url: String,
+        /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+        #[schema(required = false)]
+        pub media_type: String,
+        /// The image, base64-encoded.
+        #[schema(required = false)]
+        pub data: String,
+        /// OpenAI's `detail`: `low`, `high` or `auto`.
+        #[schema(required = false)]
+        pub detail: String,
+        /// Pixels, read from an inline image (set by ctxd).
+        #[schema(required = false)]
+        pub width: u32,
+        #[schema(required = false)]
+        pub height: u32,
+    }
+
+    /// Anthropic extended thinking, sent back exactly (with its signature) in the current tool
+    /// loop and left out before it.
+    #[derive(Serialize, ToSchema)]
+    pub struct ThinkingPart {
+        #[serde(rename = "type")]
+        #[schema(inline)]
+        pub kind: ThinkingType,
+        pub thinking: String,
+        pub signature: String,
+    }
+
+    /// Anthropic thinking the provider redacted, sent back like thinking.
+    #[derive(Serialize, ToSchema)]
+    pub struct RedactedThinkingPart {
+        #[serde(rename = "type")]
+        #[schema(inline)]
+        pub kind: RedactedThinkingType,
+        /// The encrypted thinking.
+        pub data: String,
+    }
+
+    /// An OpenAI Responses `reasoning` item, sent back exactly in the current tool loop.
+    #[derive(Serialize, ToSchema)]
+    pub struct ReasoningPart {
+        #[serde(rename = "type")]
+        #[schema(inline)]
+        pub kind: ReasoningType,
+        /// The item's id (`rs_...`).
+        pub id: String,
+        /// The texts of its `summary_text` entries.
+        #[schema(required = false)]
+        pub summary: Vec<String>,
+        #[schema(required = false)]
+        pub encrypted_content: String,
+    }
+
+    #[derive(Serialize, ToSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum TextType {
+        Text,
+    }
+
+    #[derive(Serialize, ToSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ImageType {
+        Image,
+    }
+
+    #[derive(Serialize, ToSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ThinkingType {
+        Thinking,
+    }
+
+    #[derive(Serialize, ToSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum RedactedThinkingType {
+        RedactedThinking,
+    }
+
+    #[derive(Serialize, ToSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ReasoningType {
+        Reasoning,
+    }
+
+    /// A message's content: its text, or its parts.
+    #[derive(Serialize, ToSchema)]
+    #[serde(untagged)]
+    pub enum MessageContent {
+        Text(String),
+        Parts(Vec<PartSchema>),
     }
 }
 

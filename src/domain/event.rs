@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use super::content::schema::MessageContent;
 use super::content::{parts_tokens, read_parts, Content, Part};
 use super::{has_nul, nul_in_json, nul_in_object, FieldError, NUL_MESSAGE};
 use crate::tokens::Tokenizer;
@@ -121,7 +122,7 @@ pub struct EventInput {
     /// blocks, Responses content or `reasoning` items: text, images, thinking); `note`: the
     /// text. May be empty or absent only on a tool result (a command that printed nothing) and on
     /// an assistant message that carries tool calls or reasoning.
-    #[schema(value_type = Option<ContentInputSchema>)]
+    #[schema(value_type = Option<MessageContent>)]
     pub content: Option<ContentInput>,
     /// `message` with role `assistant`: the tool calls it issues.
     pub tool_calls: Option<Vec<ToolCall>>,
@@ -153,31 +154,6 @@ pub struct EventInput {
 pub enum ContentInput {
     Text(String),
     Parts(Vec<Value>),
-}
-
-/// A message's content as a client may send it (documentation only).
-#[derive(Serialize, ToSchema)]
-#[serde(untagged)]
-#[allow(dead_code)]
-enum ContentInputSchema {
-    /// The text.
-    Text(String),
-    /// Parts: ctxd's form (as events are read back), or OpenAI chat content parts
-    /// (`text`, `image_url`, `refusal`), Anthropic content blocks (`text`, `image`, `thinking`,
-    /// `redacted_thinking`) or OpenAI Responses content (`input_text`, `output_text`,
-    /// `input_image`) and `reasoning` items.
-    Parts(Vec<Part>),
-}
-
-/// A stored message's content (documentation only: the field is a [`Content`]).
-#[derive(Serialize, ToSchema)]
-#[serde(untagged)]
-#[allow(dead_code)]
-enum MessageContent {
-    /// The text.
-    Text(String),
-    /// The parts, in ctxd's form.
-    Parts(Vec<Part>),
 }
 
 /// A message of the conversation.
@@ -608,6 +584,7 @@ fn validate_message(input: EventInput, fail: &mut dyn FnMut(&str, String)) -> Op
             fail(&path, NUL_MESSAGE.into());
         }
     }
+    let mut unreadable = false;
     let content = match input.content {
         Some(ContentInput::Parts(items)) => match read_parts(&items, "content") {
             Ok(parts) => Content::parts(parts),
@@ -615,6 +592,7 @@ fn validate_message(input: EventInput, fail: &mut dyn FnMut(&str, String)) -> Op
                 for (path, message) in errors {
                     fail(&path, message);
                 }
+                unreadable = true;
                 Content::default()
             }
         },
@@ -634,7 +612,7 @@ fn validate_message(input: EventInput, fail: &mut dyn FnMut(&str, String)) -> Op
         || (role == Role::Assistant
             && (!tool_calls.is_empty() || parts.iter().any(Part::is_reasoning)));
     let says_nothing = content.text().is_empty() && !parts.iter().any(|p| matches!(p, Part::Image(_)));
-    if says_nothing && !may_be_empty {
+    if says_nothing && !may_be_empty && !unreadable {
         fail(
             "content",
             "required and must not be empty (only a tool result, or an assistant message with \

@@ -20,7 +20,7 @@ use crate::engine::render::Format;
 use crate::turn::{self, Appended, Deps, Turn, TurnError};
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(take_turn))
+    OpenApiRouter::new().routes(routes!(append_turn))
 }
 
 /// The body of a turn.
@@ -133,7 +133,7 @@ pub struct TurnResponse {
         (status = 503, description = "Concurrent compactions kept conflicting; the new messages are appended, retry", body = Problem,
             content_type = "application/problem+json")
     ))]
-async fn take_turn(
+async fn append_turn(
     State(state): State<AppState>,
     Path(id): Path<Uuid>,
     extract::Json(body): extract::Json<TurnBody>,

@@ -260,6 +260,39 @@ on_both_backends! {
             &format!("/sessions/{ghost}/compact"), Some(json!({}))).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
 
+        // Turns in each provider's shapes, with parts, reasoning and an image.
+        let turn = format!("{s}/turn");
+        let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+        let turns = [
+            json!({"format": "openai", "tools": tools, "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "what is on screen?"},
+                    {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{png}")}}]}]}),
+            json!({"format": "anthropic", "system": "You are terse.", "messages": [
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "Look first.", "signature": "c2ln"},
+                    {"type": "tool_use", "id": "tu1", "name": "shell", "input": {"cmd": "ls"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1"}]}]}),
+            json!({"format": "openai_responses", "messages": [
+                {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"},
+                {"type": "function_call", "call_id": "fc1", "name": "shell", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "fc1", "output": "ok"}],
+                "usage": {"input_tokens": 1_000}}),
+        ];
+        for body in turns {
+            let r = call(&app, spec, "post", "/sessions/{id}/turn", &turn, Some(body)).await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        }
+        let r = call(&app, spec, "post", "/sessions/{id}/turn", &turn,
+            Some(json!({"messages": [{"role": "robot"}]}))).await;
+        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.body);
+        let r = call(&app, spec, "post", "/sessions/{id}/turn", &turn,
+            Some(json!({"messages": [{"role": "system", "content": "You are terse."},
+                {"role": "user", "content": "a history this session never had"}]}))).await;
+        assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+        let r = call(&app, spec, "post", "/sessions/{id}/turn",
+            &format!("/sessions/{ghost}/turn"), Some(json!({"messages": []}))).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+
         // Records.
         let r = call(&app, spec, "get", "/sessions/{id}/compactions",
             &format!("{s}/compactions?limit=2"), None).await;
@@ -327,6 +360,7 @@ on_both_backends! {
             ("/sessions/{id}/events", events.clone()),
             ("/sessions/{id}/compact", compact.clone()),
             ("/sessions/{id}/usage", usage.clone()),
+            ("/sessions/{id}/turn", turn.clone()),
         ] {
             for (content_type, body, status) in [
                 ("application/json", "{", StatusCode::BAD_REQUEST),

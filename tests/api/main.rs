@@ -12,6 +12,7 @@ mod events;
 mod input;
 mod openapi;
 mod providers;
+mod readme;
 mod schema;
 mod sessions;
 mod shutdown;

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use cache::{CachedView, ViewCache};
 use summary::SummaryKey;
 
-use crate::domain::compaction::{CompactionRecord, Mode, ViewMessage};
+use crate::domain::compaction::{unrecorded_id, CompactionRecord, Mode, ViewMessage};
 use crate::domain::session::Session;
 use crate::domain::state::CompactionState;
 use crate::engine::render::{Format, Fragments};
@@ -218,6 +218,9 @@ impl Job {
             ))?;
         if persist && !saved {
             return Ok(Attempt::Lost);
+        }
+        if !saved {
+            record.id = unrecorded_id(record.id, record.input_tokens_estimate);
         }
         let view = present(Presented {
             messages: &messages,

@@ -372,9 +372,55 @@ pub struct CompactionRecord {
     pub error: Option<String>,
 }
 
+/// Marks the id of a compaction that was not stored (see [`unrecorded_id`]): 22 bits of a
+/// UUIDv7's random part.
+const UNRECORDED_TAG: u32 = 0x3C7D0;
+
+/// The id a compaction that was not stored (a dry run, or a call that changed nothing) answers
+/// with: `id` (a UUIDv7, so still ordered by time) with its random part carrying a tag and
+/// `estimate`, ctxd's count of the view's request. `POST /usage` reads the count back from the
+/// id, so the id of every compact answer calibrates, stored or not, with no write per call.
+pub fn unrecorded_id(id: Uuid, estimate: i64) -> Uuid {
+    let mut bytes = *id.as_bytes();
+    let estimate = estimate.clamp(0, (1 << 40) - 1) as u64;
+    // Byte 8 keeps the variant (0b10) in its top bits; the tag takes its other 6 bits and the
+    // next two bytes; the count the last five.
+    bytes[8] = 0b1000_0000 | ((UNRECORDED_TAG >> 16) as u8 & 0b0011_1111);
+    bytes[9] = (UNRECORDED_TAG >> 8) as u8;
+    bytes[10] = UNRECORDED_TAG as u8;
+    bytes[11..16].copy_from_slice(&estimate.to_be_bytes()[3..8]);
+    Uuid::from_bytes(bytes)
+}
+
+/// The count an [`unrecorded_id`] carries; None for any other id.
+pub fn unrecorded_estimate(id: Uuid) -> Option<i64> {
+    let bytes = id.as_bytes();
+    let tag = (u32::from(bytes[8] & 0b0011_1111) << 16)
+        | (u32::from(bytes[9]) << 8)
+        | u32::from(bytes[10]);
+    if id.get_version_num() != 7 || tag != UNRECORDED_TAG {
+        return None;
+    }
+    let mut estimate = [0u8; 8];
+    estimate[3..8].copy_from_slice(&bytes[11..16]);
+    Some(i64::from_be_bytes(estimate))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unrecorded_id_carries_its_count_and_stays_a_uuidv7() {
+        let id = Uuid::now_v7();
+        let marked = unrecorded_id(id, 51_234);
+        assert_eq!(marked.get_version_num(), 7);
+        assert_eq!(marked.get_variant(), uuid::Variant::RFC4122);
+        assert_eq!(marked.as_bytes()[..8], id.as_bytes()[..8], "same time, same order");
+        assert_eq!(unrecorded_estimate(marked), Some(51_234));
+        assert_eq!(unrecorded_estimate(id), None);
+        assert_eq!(unrecorded_estimate(Uuid::nil()), None);
+    }
 
     #[test]
     fn every_spelling_of_none_is_unknown() {

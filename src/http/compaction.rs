@@ -15,7 +15,7 @@ use super::error::{ApiError, Problem};
 use super::extract;
 use super::AppState;
 use crate::compaction::{self, CompactError, CompactRequest, Presented};
-use crate::domain::compaction::{CompactionRecord, Mode};
+use crate::domain::compaction::{unrecorded_estimate, CompactionRecord, Mode};
 use crate::domain::state::{calibration_sample, MAX_CALIBRATION_SAMPLE, MIN_CALIBRATION_SAMPLE};
 use crate::domain::FieldError;
 use crate::engine::render::{Format, ReusingView};
@@ -65,7 +65,8 @@ pub struct CompactResponse<'a> {
     #[schema(value_type = CompactionRecord)]
     pub record: &'a CompactionRecord,
     /// Whether this compaction was stored (false for dry runs and for calls that changed
-    /// nothing: the record then describes the view but is not listed).
+    /// nothing: the record then describes the view but is not listed; its id still works with
+    /// `POST /sessions/{id}/usage`).
     pub persisted: bool,
 }
 
@@ -267,8 +268,9 @@ pub struct UsageBody {
     /// between 0.25 and 4 times ctxd's count of it.
     #[schema(minimum = 1)]
     pub input_tokens: i64,
-    /// The compaction whose view was sent (its `input_tokens_estimate` is compared). Give this
-    /// or `view_tokens`, not both.
+    /// The `record.id` of the compact answer whose view was sent (its `input_tokens_estimate`
+    /// is compared); any answer's id works, stored or not. Give this or `view_tokens`, not
+    /// both.
     pub compaction_id: Option<Uuid>,
     /// Or: ctxd's own count of the request that was sent.
     #[schema(minimum = 1)]
@@ -320,14 +322,13 @@ async fn record_usage(
         .await?
         .ok_or_else(|| ApiError::session_not_found(id))?;
     let ours = match (body.compaction_id, body.view_tokens) {
-        (Some(cid), None) => {
-            state
-                .store
-                .get_compaction(id, cid)
-                .await?
-                .ok_or_else(|| ApiError::NotFound(format!("session {id} has no compaction {cid}")))?
-                .input_tokens_estimate
-        }
+        (Some(cid), None) => match state.store.get_compaction(id, cid).await? {
+            Some(record) => record.input_tokens_estimate,
+            // A compact answer that was not stored carries its count in its id.
+            None => unrecorded_estimate(cid).ok_or_else(|| {
+                ApiError::NotFound(format!("session {id} has no compaction {cid}"))
+            })?,
+        },
         (None, Some(tokens)) if tokens > 0 => tokens,
         (None, Some(_)) => {
             return Err(ApiError::validation(vec![FieldError::new(

@@ -219,3 +219,31 @@ on_both_backends! {
         assert_eq!(context["calibration"], reply.body["calibration"], "the answer is what is applied");
     }
 }
+
+on_both_backends! {
+    async fn usage_takes_the_id_of_every_compact_answer_stored_or_not(app) {
+        let id = app.create_session(json!({"config": {"context_window": 4000,
+            "max_output_tokens": 500, "tokenizer": "chars4"}})).await;
+        let path = format!("/sessions/{id}/usage");
+        let mut unstored = 0;
+        for turn in 0..20 {
+            app.append(&id, json!([user(&format!("turn {turn}: {}", "word ".repeat(60)))])).await;
+            let mode = if turn % 5 == 4 { "dry_run" } else { "auto" };
+            let answer = app.post(&format!("/sessions/{id}/compact"), &json!({"mode": mode})).await.body;
+            let record = &answer["record"];
+            unstored += usize::from(answer["persisted"] == false);
+            let estimate = record["input_tokens_estimate"].as_i64().unwrap();
+            let reply = app.post(&path, &json!({"input_tokens": estimate,
+                "compaction_id": record["id"]})).await;
+            assert_eq!(reply.status, StatusCode::OK, "turn {turn}: {}", reply.body);
+            // The count the id carries is the answer's own: four times it is still taken, more is not.
+            let reply = app.post(&path, &json!({"input_tokens": estimate * 4 + 4,
+                "compaction_id": record["id"]})).await;
+            assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "turn {turn}: {}", reply.body);
+        }
+        assert!(unstored >= 10, "most calls change nothing and are not stored: {unstored}");
+        let ghost = "01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f";
+        let reply = app.post(&path, &json!({"input_tokens": 100, "compaction_id": ghost})).await;
+        assert_eq!(reply.status, StatusCode::NOT_FOUND, "{}", reply.body);
+    }
+}

@@ -70,10 +70,36 @@ fn turn(n: usize) -> Vec<Value> {
     ]
 }
 
+/// A 1×1 PNG.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+/// A turn with provider-native parts: an image from the user, thinking and reasoning before a
+/// call, a screenshot as the result, a reasoning-only message.
+fn parts_turn(n: usize) -> Vec<Value> {
+    let id = format!("p{n}");
+    vec![
+        json!({"type": "message", "role": "user", "content": [
+            {"type": "text", "text": format!("step {n}: what does this show?")},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}"), "detail": "low"}}]}),
+        json!({"type": "message", "role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Take a screenshot first.", "signature": "c2ln"},
+            {"type": "reasoning", "id": format!("rs_{n}"), "summary": [{"type": "summary_text", "text": "screenshot"}],
+                "encrypted_content": "gAAAAB"},
+            {"type": "text", "text": "Looking."}],
+            "tool_calls": [{"id": id, "name": "screenshot", "arguments": {}}]}),
+        json!({"type": "message", "role": "tool", "tool_call_id": id, "name": "screenshot", "content": [
+            {"type": "text", "text": "the screen"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}]}),
+        json!({"type": "message", "role": "assistant", "content": [
+            {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}]}),
+        json!({"type": "message", "role": "assistant", "content": "It shows a login page."}),
+    ]
+}
+
 on_both_backends! {
     async fn every_view_passes_the_providers_own_request_types(app) {
         let id = app.create_session(json!({"config": {
-            "context_window": 9000, "max_output_tokens": 500, "tokenizer": "chars4",
+            "context_window": 6000, "max_output_tokens": 500, "tokenizer": "chars4",
             "min_tail_messages": 4, "offload_threshold_chars": 400
         }})).await;
         let mut views = Vec::new();
@@ -95,6 +121,8 @@ on_both_backends! {
         let mut tiers = std::collections::BTreeSet::new();
         for n in 0..8 {
             assert_eq!(app.append(&id, Value::Array(turn(n))).await.status, StatusCode::CREATED);
+            let reply = app.append(&id, Value::Array(parts_turn(n))).await;
+            assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
             if n == 3 {
                 app.append(&id, json!([{"type": "episode_end", "name": "setup", "conclusion": "the build works"}])).await;
             }
@@ -103,6 +131,7 @@ on_both_backends! {
                 json!({"format": "anthropic", "mode": "dry_run"}),
                 json!({"format": "anthropic", "overflow_retry": n % 3}),
                 json!({"format": "openai", "mode": if n == 5 { "force" } else { "auto" }}),
+                json!({"format": "openai_responses", "mode": "dry_run"}),
             ];
             for body in bodies {
                 let format = body["format"].clone();
@@ -114,7 +143,7 @@ on_both_backends! {
         // A call still waiting for its result when the view is asked for.
         app.append(&id, json!([{"type": "message", "role": "assistant",
             "tool_calls": [{"id": "pending", "name": "shell", "arguments": {"cmd": "sleep 60"}}]}])).await;
-        for format in ["openai", "anthropic"] {
+        for format in ["openai", "openai_responses", "anthropic"] {
             let out = compact(json!({"format": format})).await;
             views.push(json!({"format": format, "view": out["view"]}));
         }
@@ -139,12 +168,27 @@ fn the_sdk_check_refuses_what_the_providers_refuse() {
             "content": [{"type": "tool_result", "tool_use_id": "c", "is_failure": true}]}]}}),
         // A role Anthropic's messages do not have.
         json!({"format": "anthropic", "view": {"messages": [{"role": "tool", "content": "x"}]}}),
+        // A key a thinking block does not have (Anthropic's message type also takes its
+        // response models, which let it through: each block is checked on its own too).
+        json!({"format": "anthropic", "view": {"messages": [{"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "x", "signature": "s", "bogus": 1}]}]}}),
+        // A reasoning item without its summary list; a chat-style tool message in Responses.
+        json!({"format": "openai_responses", "view": {"input": [{"type": "reasoning", "id": "rs"}]}}),
+        json!({"format": "openai_responses", "view": {"input": [
+            {"role": "tool", "tool_call_id": "c", "content": "x"}]}}),
     ];
     for view in broken {
         let report = check_with_the_sdks(std::slice::from_ref(&view));
         assert!(report.is_err(), "accepted {view}: {report:?}");
     }
-    let fine = json!({"format": "anthropic", "view": {"system": "s", "messages": [
-        {"role": "user", "content": [{"type": "text", "text": "hi"}]}]}});
-    assert!(check_with_the_sdks(&[fine]).is_ok());
+    let fine = [
+        json!({"format": "anthropic", "view": {"system": "s", "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]}]}}),
+        json!({"format": "openai_responses", "view": {"input": [
+            {"type": "reasoning", "id": "rs", "summary": [], "encrypted_content": "gAAA"},
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "ok"}]}}),
+    ];
+    let report = check_with_the_sdks(&fine);
+    assert!(report.is_ok(), "{report:?}");
 }

@@ -135,7 +135,16 @@ async fn replay_in_every_mode(app: &App, name: &str, window: u32) -> Vec<Replay>
     assert!(!logs[0].is_empty());
     assert_eq!(logs[0], logs[1], "{name}: last view plus new");
     assert_eq!(logs[0], logs[2], "{name}: only new");
-    let views: Vec<Value> = replays.iter().flat_map(|r| r.views.clone()).collect();
+    let mut views: Vec<Value> = replays.iter().flat_map(|r| r.views.clone()).collect();
+    // The same sessions rendered in every other format: what one provider sent, another takes.
+    for replay in &replays {
+        for format in ["openai", "openai_responses", "anthropic"] {
+            let path = format!("/sessions/{}/compact", replay.session);
+            let reply = app.post(&path, &json!({"format": format, "mode": "dry_run"})).await;
+            assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+            views.push(json!({"format": format, "view": reply.body["view"]}));
+        }
+    }
     let report = check_with_the_sdks(&views).unwrap_or_else(|report| panic!("{name}: {report}"));
     assert!(
         report.contains(&format!("{} views checked, 0 failed", views.len())),
@@ -234,6 +243,11 @@ on_both_backends! {
         assert!(images > 0, "the newest screenshots are sent");
         assert!(images < 15, "old screenshots are offloaded: {images} images");
         assert!(text.contains("image image/png 1280x800 offloaded"), "{text:.2000}");
+        // Chat completions take images only from the user: a result's screenshot follows it.
+        let path = format!("/sessions/{}/compact", replays[0].session);
+        let chat = app.post(&path, &json!({"format": "openai", "mode": "dry_run"})).await.body;
+        let chat = chat["view"].to_string();
+        assert!(chat.contains("Images returned by tool call") && chat.contains("image_url"), "{chat:.2000}");
         let context = app.get(&format!("/sessions/{}/context?limit=200", replays[0].session)).await;
         let reasons = context.body.to_string();
         assert!(reasons.contains("offloaded_image"), "the context says why");

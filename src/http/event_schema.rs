@@ -9,7 +9,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use crate::domain::event::{EpisodeKind, Role};
+use crate::domain::content::schema::MessageContent;
+use crate::domain::event::{EpisodeKind, Role, ToolCall};
 
 /// An event as stored: immutable once appended. `type` says which fields it has.
 #[derive(Serialize, ToSchema)]
@@ -75,8 +76,10 @@ pub struct MessageEvent {
     #[schema(required = false)]
     pub id: String,
     pub role: Role,
-    /// The text; may be empty on a tool result and on an assistant message with tool calls.
-    pub content: String,
+    /// The text, or the parts; may be empty on a tool result and on an assistant message with
+    /// tool calls or reasoning.
+    #[schema(value_type = MessageContent)]
+    pub content: Value,
     /// Assistant messages: the tool calls it issues (absent when none).
     #[schema(required = false)]
     pub tool_calls: Vec<StoredToolCall>,
@@ -168,4 +171,128 @@ pub struct NoteEvent {
     /// Token cost of the event with the session's tokenizer, computed once at append.
     pub tokens: i64,
     pub created_at: DateTime<Utc>,
+}
+
+/// One event of a batch, as a client sends it. `type` says which fields it takes; a field of
+/// another type is refused.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[schema(as = EventInput, discriminator(property_name = "type", mapping(
+    ("message" = "#/components/schemas/MessageInput"),
+    ("episode_start" = "#/components/schemas/EpisodeStartInput"),
+    ("episode_end" = "#/components/schemas/EpisodeEndInput"),
+    ("note" = "#/components/schemas/NoteInput")
+)))]
+pub enum EventInputSchema {
+    Message(MessageInput),
+    EpisodeStart(EpisodeStartInput),
+    EpisodeEnd(EpisodeEndInput),
+    Note(NoteInput),
+}
+
+/// A message to append.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageInput {
+    #[serde(rename = "type")]
+    #[schema(inline)]
+    pub kind: MessageType,
+    /// The client's id for this event; appending it again is idempotent.
+    #[schema(required = false, min_length = 1, max_length = 256)]
+    pub id: String,
+    pub role: Role,
+    /// The text, or the provider's parts (OpenAI content parts, Anthropic content blocks,
+    /// Responses content or `reasoning` items, or ctxd's own parts). May be empty or absent only
+    /// on a tool result and on an assistant message with tool calls or reasoning.
+    #[schema(value_type = MessageContent, required = false)]
+    pub content: Value,
+    /// Assistant messages: the tool calls it issues.
+    #[schema(required = false)]
+    pub tool_calls: Vec<ToolCall>,
+    /// Tool results (required there): the call this result answers.
+    #[schema(required = false, min_length = 1, max_length = 256)]
+    pub tool_call_id: String,
+    /// The participant or tool name.
+    #[schema(required = false, min_length = 1, max_length = 256)]
+    pub name: String,
+    /// Tool results: whether the tool failed (default false).
+    #[schema(required = false)]
+    pub is_error: bool,
+    /// Pinned events are never evicted from a view (default false).
+    #[schema(required = false)]
+    pub pinned: bool,
+    /// Free-form JSON object kept with the event.
+    #[schema(value_type = Object, required = false)]
+    pub metadata: Map<String, Value>,
+}
+
+/// The start of an episode, to append.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EpisodeStartInput {
+    #[serde(rename = "type")]
+    #[schema(inline)]
+    pub kind: EpisodeStartType,
+    /// The client's id for this event; appending it again is idempotent.
+    #[schema(required = false, min_length = 1, max_length = 256)]
+    pub id: String,
+    /// The episode's name.
+    #[schema(min_length = 1, max_length = 256)]
+    pub name: String,
+    #[serde(rename = "kind")]
+    pub episode_kind: EpisodeKind,
+    /// Names of the episodes this one depends on.
+    #[schema(required = false)]
+    pub dependencies: Vec<String>,
+    /// Pinned events are never evicted from a view (default false).
+    #[schema(required = false)]
+    pub pinned: bool,
+    /// Free-form JSON object kept with the event.
+    #[schema(value_type = Object, required = false)]
+    pub metadata: Map<String, Value>,
+}
+
+/// The end of an episode, to append.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EpisodeEndInput {
+    #[serde(rename = "type")]
+    #[schema(inline)]
+    pub kind: EpisodeEndType,
+    /// The client's id for this event; appending it again is idempotent.
+    #[schema(required = false, min_length = 1, max_length = 256)]
+    pub id: String,
+    /// The episode's name.
+    #[schema(min_length = 1, max_length = 256)]
+    pub name: String,
+    /// What the episode established.
+    #[schema(required = false)]
+    pub conclusion: String,
+    /// Pinned events are never evicted from a view (default false).
+    #[schema(required = false)]
+    pub pinned: bool,
+    /// Free-form JSON object kept with the event.
+    #[schema(value_type = Object, required = false)]
+    pub metadata: Map<String, Value>,
+}
+
+/// A pinned decision or constraint, to append.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoteInput {
+    #[serde(rename = "type")]
+    #[schema(inline)]
+    pub kind: NoteType,
+    /// The client's id for this event; appending it again is idempotent.
+    #[schema(required = false, min_length = 1, max_length = 256)]
+    pub id: String,
+    /// The note's text.
+    #[schema(min_length = 1)]
+    pub content: String,
+    /// Pinned events are never evicted from a view (default false).
+    #[schema(required = false)]
+    pub pinned: bool,
+    /// Free-form JSON object kept with the event.
+    #[schema(value_type = Object, required = false)]
+    pub metadata: Map<String, Value>,
 }

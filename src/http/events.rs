@@ -26,6 +26,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct AppendRequest {
     /// The events to append, in order (at most the server's batch limit, 1000 by default).
+    #[schema(value_type = Vec<super::event_schema::EventInputSchema>)]
     pub events: Vec<EventInput>,
     /// Optimistic concurrency: the head seq the client believes the session has. A mismatch is a
     /// 409 carrying the current `head_seq`.

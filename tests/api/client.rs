@@ -93,7 +93,8 @@ from ctxd_client import Client
 from ctxd_client.api.sessions import create_session
 from ctxd_client.api.events import append_events, list_events
 from ctxd_client.models import (
-    AppendRequest, EventInput, EventPage, MessageEvent, NewSession, NoteEvent, Session,
+    AppendRequest, EventPage, MessageEvent, MessageInput, NewSession, NoteEvent, NoteInput,
+    Session,
 )
 
 client = Client(base_url=sys.argv[1], raise_on_unexpected_status=True)
@@ -109,7 +110,8 @@ events = [
     {"type": "message", "role": "tool", "tool_call_id": "c2", "content": "/work"},
     {"type": "note", "content": "Only src/ matters", "pinned": True},
 ]
-body = AppendRequest(events=[EventInput.from_dict(e) for e in events])
+typed = {"message": MessageInput, "note": NoteInput}
+body = AppendRequest(events=[typed[e["type"]].from_dict(e) for e in events])
 appended = append_events.sync(client=client, id=session.id, body=body)
 assert appended.head_seq == 5, appended
 page = list_events.sync(client=client, id=session.id)

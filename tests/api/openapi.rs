@@ -132,7 +132,7 @@ on_both_backends! {
         assert_eq!(reply.status, StatusCode::BAD_REQUEST);
 
         // Id, name and label lengths: the documented maximum passes, one more is refused.
-        let event_id = &doc["components"]["schemas"]["EventInput"]["properties"]["id"]["maxLength"];
+        let event_id = &doc["components"]["schemas"]["NoteInput"]["properties"]["id"]["maxLength"];
         let n = event_id.as_u64().expect("the event id has a maxLength") as usize;
         for (len, expected) in [(n, StatusCode::CREATED), (n + 1, StatusCode::UNPROCESSABLE_ENTITY)] {
             let reply = app.append(&id, json!([{"id": "i".repeat(len), "type": "note", "content": "x"}])).await;

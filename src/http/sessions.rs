@@ -1,6 +1,5 @@
 //! `/sessions`: create, list, inspect and delete agent conversations.
 
-use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
@@ -36,8 +35,10 @@ pub struct SessionPage {
     pub next_cursor: Option<String>,
 }
 
-/// Query parameters of `GET /sessions`. Labels filter with `metadata[<key>]=<value>` (or the
-/// older `metadata.<key>=<value>`); several labels must all match.
+/// Query parameters of `GET /sessions`. Labels filter as `label=<key>=<value>` (repeated for
+/// several), or `metadata[<key>]=<value>`, or `metadata.<key>=<value>`; several labels must all
+/// match. Only the first form is in the document: it is the one every generated client sends
+/// as written (a deepObject parameter is sent as plain keys by some generators).
 #[derive(IntoParams)]
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
@@ -47,10 +48,11 @@ struct SessionListParams {
     limit: Option<u32>,
     /// The `next_cursor` of the previous page.
     cursor: Option<String>,
-    /// Labels the sessions must all carry, sent as `metadata[team]=search`. The form
-    /// `metadata.team=search` is accepted too.
-    #[param(style = DeepObject, explode, value_type = Option<HashMap<String, String>>)]
-    metadata: Option<HashMap<String, String>>,
+    /// Labels the sessions must all carry, each as `key=value` (split at the first `=`):
+    /// `label=team=search&label=agent=coder`. `metadata[team]=search` and
+    /// `metadata.team=search` are accepted too.
+    #[param(style = Form, explode, value_type = Option<Vec<String>>, pattern = "^[^=]+=")]
+    label: Option<Vec<String>>,
 }
 
 /// Create a session.
@@ -120,7 +122,7 @@ async fn create_session(
     ))]
 async fn list_sessions(
     State(state): State<AppState>,
-    Query(params): Query<HashMap<String, String>>,
+    Query(params): Query<Vec<(String, String)>>,
 ) -> Result<Json<SessionPage>, ApiError> {
     let mut filter = SessionFilter {
         limit: DEFAULT_PAGE,
@@ -137,13 +139,23 @@ async fn list_sessions(
                     ApiError::BadRequest("cursor is not a next_cursor this API returned".into())
                 })?);
             }
+            "label" => match value.split_once('=') {
+                Some((key, label)) if !key.is_empty() => {
+                    filter.labels.insert(key.to_owned(), label.to_owned());
+                }
+                _ => {
+                    return Err(ApiError::BadRequest(format!(
+                        "label `{value}` is not `key=value`"
+                    )))
+                }
+            },
             _ => match label_key(&name) {
                 Some(key) => {
                     filter.labels.insert(key.to_owned(), value);
                 }
                 None => {
                     return Err(ApiError::BadRequest(format!(
-                        "unknown query parameter `{name}`: use limit, cursor or metadata[<key>]"
+                        "unknown query parameter `{name}`: use limit, cursor or label=<key>=<value>"
                     )))
                 }
             },

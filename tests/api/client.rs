@@ -90,7 +90,7 @@ fn the_generator_takes_the_document_without_a_warning() {
 const SCRIPT: &str = r#"
 import sys
 from ctxd_client import Client
-from ctxd_client.api.sessions import create_session
+from ctxd_client.api.sessions import create_session, list_sessions
 from ctxd_client.api.events import append_events, list_events
 from ctxd_client.models import (
     AppendRequest, EventPage, MessageEvent, MessageInput, NewSession, NoteEvent, NoteInput,
@@ -121,6 +121,9 @@ assert kinds == ["MessageEvent"] * 4 + ["NoteEvent"], kinds
 calls = [(c.id, c.arguments) for c in page.events[1].tool_calls]
 assert calls == [("c1", '{"cmd":"ls src"}'), ("c2", '{"cmd":"pwd"}')], calls
 assert page.events[4].pinned is True
+labelled = create_session.sync(client=client, body=NewSession.from_dict({"metadata": {"agent": "coder"}}))
+found = list_sessions.sync(client=client, label=["agent=coder"])
+assert [s.id for s in found.sessions] == [labelled.id], found
 print("read back", kinds)
 "#;
 

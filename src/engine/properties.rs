@@ -4,9 +4,9 @@ use std::collections::HashSet;
 
 use proptest::prelude::*;
 
-use super::render::{render_anthropic, render_openai};
+use super::render::{render_anthropic, render_openai, render_responses};
 use super::tests::{config, run_with, Log};
-use super::validate::{validate_anthropic, validate_openai};
+use super::validate::{validate_anthropic, validate_openai, validate_responses};
 use crate::domain::compaction::{is_unknown, Anchors, Mode, Projection, SummarizerInfo, Summary};
 use crate::domain::state::CompactionState;
 use crate::summarize::{SummaryOutcome, SummaryOutput, SummaryRequest};
@@ -28,6 +28,21 @@ enum Step {
     Overflow(u8),
     /// The provider counted this many times our tokens for the last view.
     Usage(f64),
+    /// A call with thinking and reasoning before it (of the given size), answered by a
+    /// screenshot of the given width.
+    Screenshot(usize, u32),
+}
+
+/// The base64 of a PNG's signature and header for a `width` × 800 image: enough to read its
+/// size from.
+fn png(width: u32) -> String {
+    use base64::Engine as _;
+    let mut bytes = vec![0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13];
+    bytes.extend_from_slice(b"IHDR");
+    bytes.extend_from_slice(&width.to_be_bytes());
+    bytes.extend_from_slice(&800u32.to_be_bytes());
+    bytes.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// Who writes the summaries of a run.
@@ -87,6 +102,7 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(Step::Compact),
         1 => (1u8..=2).prop_map(Step::Overflow),
         1 => prop_oneof![Just(0.8), Just(1.0), Just(1.3), Just(2.5)].prop_map(Step::Usage),
+        2 => (1usize..3_000, 100u32..2_000).prop_map(|(n, w)| Step::Screenshot(n, w)),
     ]
 }
 
@@ -170,6 +186,20 @@ proptest! {
                     log.push(serde_json::json!({"type": "episode_end", "name": format!("e{i}"),
                         "conclusion": text(*n, i)}));
                 }
+                Step::Screenshot(n, width) => {
+                    calls += 1;
+                    let id = format!("s{calls}");
+                    log.push(serde_json::json!({"type": "message", "role": "assistant", "content": [
+                        {"type": "thinking", "thinking": text(*n, i), "signature": "c2ln"},
+                        {"type": "reasoning", "id": format!("rs_{i}"), "summary": [text(*n / 4, i)],
+                            "encrypted_content": "gAAA".repeat(*n / 8 + 1)},
+                        {"type": "text", "text": "Looking."}],
+                        "tool_calls": [{"id": id, "name": "screenshot", "arguments": "{}"}]}));
+                    log.push(serde_json::json!({"type": "message", "role": "tool", "tool_call_id": id,
+                        "content": [{"type": "text", "text": text(*n / 10, i)},
+                            {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                "data": png(*width)}}]}));
+                }
                 Step::Usage(factor) => {
                     let ours = state.last_view.message_tokens + state.last_view.tools_tokens;
                     state.calibrate((ours as f64 * factor).ceil() as i64, ours);
@@ -195,6 +225,8 @@ proptest! {
                     prop_assert!(validate_openai(&openai).is_ok(), "{:?}", validate_openai(&openai));
                     let anthropic = render_anthropic(&out.messages);
                     prop_assert!(validate_anthropic(&anthropic).is_ok(), "{:?}", validate_anthropic(&anthropic));
+                    let responses = render_responses(&out.messages);
+                    prop_assert!(validate_responses(&responses).is_ok(), "{:?}", validate_responses(&responses));
                     if mode == Mode::DryRun {
                         continue;
                     }

@@ -270,7 +270,9 @@ impl<'a> ViewMessage<'a> {
             .tool_calls
             .iter()
             .map(|c| (c.name.as_str(), c.arguments_text()));
-        tokenizer.count_message(&self.content, calls, self.name.as_deref())
+        // A tool result's name is not sent (see `EventBody::sent_name`).
+        let name = self.name.as_deref().filter(|_| self.role != Role::Tool);
+        tokenizer.count_message(&self.content, calls, name)
             + parts_tokens(&self.parts, tokenizer, self.reasoning)
     }
 }

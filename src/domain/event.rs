@@ -302,7 +302,16 @@ impl EventBody {
             Self::Message(m) => parts_tokens(m.content.part_list(), tokenizer, false),
             _ => 0,
         };
-        tokenizer.count_message(&self.shown_text(), calls, self.name()) + parts
+        tokenizer.count_message(&self.shown_text(), calls, self.sent_name()) + parts
+    }
+
+    /// The name a provider is sent with the message: a participant's; a tool result's name is
+    /// ctxd's own (no provider takes one).
+    pub fn sent_name(&self) -> Option<&str> {
+        match self.role() {
+            Some(Role::Tool) => None,
+            _ => self.name(),
+        }
     }
 
     /// Whether this body says the same as `other` (tool-call arguments compared by their text).

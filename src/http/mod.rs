@@ -46,6 +46,9 @@ pub struct AppState {
     tokenizers: Arc<Mutex<HashMap<Uuid, Tokenizer>>>,
     /// The events of recent views, so a compaction reads only what was appended since.
     pub view_cache: Arc<ViewCache>,
+    /// What this replica remembers of recent conversations, so a turn reads only what was
+    /// appended since.
+    pub ledgers: Arc<crate::turn::Ledgers>,
 }
 
 /// Sessions whose tokenizer a replica remembers before it starts over.
@@ -59,6 +62,7 @@ impl AppState {
             summarizer: None,
             tokenizers: Arc::default(),
             view_cache: Arc::new(ViewCache::new(ViewCache::DEFAULT_BYTES)),
+            ledgers: Arc::default(),
         }
     }
 

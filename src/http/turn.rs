@@ -180,6 +180,7 @@ async fn append_turn(
         store: state.store.clone(),
         summarizer: state.summarizer.clone(),
         cache: &state.view_cache,
+        ledgers: &state.ledgers,
     };
     let format = body.format;
     // The compact answer is written as the view is made; the turn's fields are added after.

@@ -13,6 +13,7 @@
 //! the request's digest and its place, so retrying the same call appends nothing twice. The
 //! append is kept even when the compaction that follows fails (fail open).
 
+mod ledger;
 pub mod native;
 
 use std::sync::Arc;
@@ -22,12 +23,15 @@ use uuid::Uuid;
 
 use crate::compaction::{self, cache::ViewCache, CompactError, CompactRequest, Presented};
 use crate::domain::append::{self, AppendRejection, CountedEvent};
-use crate::domain::event::{Event, EventBody, NewEvent, Role};
+use crate::domain::event::NewEvent;
 use crate::domain::state::{calibration_sample, MAX_CALIBRATION_SAMPLE, MIN_CALIBRATION_SAMPLE};
 use crate::domain::FieldError;
 use crate::engine::render::{self, Format};
 use crate::store::{AppendError, Store};
 use crate::summarize::Summarizer;
+use crate::tokens::Tokenizer;
+pub use ledger::Ledgers;
+use ledger::{fingerprint, Ledger};
 use native::{Native, Read};
 
 /// How many times a turn reads and matches again when another writer appended in between.
@@ -81,6 +85,7 @@ pub struct Deps<'a> {
     pub store: Arc<dyn Store>,
     pub summarizer: Option<Arc<dyn Summarizer>>,
     pub cache: &'a ViewCache,
+    pub ledgers: &'a Ledgers,
 }
 
 /// Appends what is new in `turn` and compacts, answering as `present` makes the view.
@@ -145,17 +150,20 @@ async fn append_new(
 ) -> Result<Appended, TurnError> {
     let store = &*deps.store;
     let prefix = format!("turn:{digest}:");
+    let mut ledger = deps.ledgers.take(session_id);
     for _ in 0..ATTEMPTS {
-        let log = conversation(store, session_id).await?;
-        if let Some(seqs) = earlier_try(&log.events, &prefix) {
+        let tokenizer = catch_up(store, session_id, &mut ledger).await?;
+        if let Some(seqs) = ledger.earlier_try(&prefix) {
+            deps.ledgers.put(session_id, ledger);
             return Ok(Appended {
                 seqs,
                 replayed: true,
                 calibration: None,
             });
         }
-        let new = what_is_new(deps, session_id, turn, &read, &log).await?;
+        let new = what_is_new(deps, session_id, turn, &read, &ledger).await?;
         if new.is_empty() {
+            deps.ledgers.put(session_id, ledger);
             return Ok(Appended::default());
         }
         let events: Vec<NewEvent> = new
@@ -166,19 +174,23 @@ async fn append_new(
                 event
             })
             .collect();
-        let batch: Vec<CountedEvent> = append::count(log.tokenizer, events)
+        let batch: Vec<CountedEvent> = append::count(tokenizer, events)
             .await
             .map_err(|e| TurnError::Before(CompactError::Worker(e.to_string())))?;
         match store
-            .append_events(session_id, &batch, Some(log.head_seq))
+            .append_events(session_id, &batch, Some(ledger.head_seq))
             .await
         {
             Ok(outcome) => {
+                let seqs: Vec<i64> = outcome.acks.iter().map(|a| a.seq).collect();
+                let events: Vec<NewEvent> = batch.into_iter().map(|c| c.event).collect();
+                ledger.extend_appended(&events, &seqs);
+                deps.ledgers.put(session_id, ledger);
                 return Ok(Appended {
-                    seqs: outcome.acks.iter().map(|a| a.seq).collect(),
+                    seqs,
                     replayed: false,
                     calibration: None,
-                })
+                });
             }
             Err(AppendError::Rejected(AppendRejection::SeqMismatch { .. })) => continue,
             Err(e) => return Err(e.into()),
@@ -187,49 +199,32 @@ async fn append_new(
     Err(TurnError::Contended)
 }
 
-/// The session's log as a turn needs it.
-struct Log {
-    head_seq: i64,
-    tokenizer: crate::tokens::Tokenizer,
-    events: Vec<Event>,
-}
-
-/// Reads the whole log (a turn's history is compared from its start).
-async fn conversation(store: &dyn Store, session_id: Uuid) -> Result<Log, TurnError> {
+/// Brings `ledger` up to the session's head, reading only what was appended since; returns the
+/// session's tokenizer.
+async fn catch_up(
+    store: &dyn Store,
+    session_id: Uuid,
+    ledger: &mut Ledger,
+) -> Result<Tokenizer, TurnError> {
     let session = store
         .get_session(session_id)
         .await
         .map_err(|e| TurnError::Before(e.into()))?
         .ok_or(TurnError::Before(CompactError::NotFound))?;
-    let mut events = Vec::with_capacity(session.head_seq.max(0) as usize);
-    let mut after = 0;
-    while after < session.head_seq {
+    if ledger.head_seq > session.head_seq {
+        *ledger = Ledger::default();
+    }
+    while ledger.head_seq < session.head_seq {
         let page = store
-            .list_events(session_id, after, 1_000)
+            .list_events(session_id, ledger.head_seq, 1_000)
             .await
             .map_err(|e| TurnError::Before(e.into()))?;
-        let Some(last) = page.last() else { break };
-        after = last.seq;
-        events.extend(page);
+        if page.is_empty() {
+            break;
+        }
+        ledger.extend(&page);
     }
-    events.retain(|e| e.seq <= session.head_seq);
-    Ok(Log {
-        head_seq: session.head_seq,
-        tokenizer: session.config.tokenizer,
-        events,
-    })
-}
-
-/// The seqs an earlier try of this call appended: the newest events carry its ids.
-fn earlier_try(events: &[Event], prefix: &str) -> Option<Vec<i64>> {
-    let ours = |e: &&Event| e.id.as_deref().is_some_and(|id| id.starts_with(prefix));
-    let last = events.last()?;
-    if !ours(&last) {
-        return None;
-    }
-    let mut seqs: Vec<i64> = events.iter().rev().take_while(ours).map(|e| e.seq).collect();
-    seqs.reverse();
-    Some(seqs)
+    Ok(session.config.tokenizer)
 }
 
 /// The events of `read` that the session does not hold yet (see the module docs).
@@ -238,19 +233,16 @@ async fn what_is_new(
     session_id: Uuid,
     turn: &Turn,
     read: &Read,
-    log: &Log,
+    ledger: &Ledger,
 ) -> Result<Vec<NewEvent>, TurnError> {
     let anthropic = turn.format == Format::Anthropic;
     // Anthropic's system prompt is given apart on every call: it is new only the first time.
-    let stored_system = log
-        .events
-        .iter()
-        .find(|e| e.body.role() == Some(Role::System));
+    let stored_system = ledger.messages.iter().find(|m| m.system);
     let mut new = Vec::new();
     if let Some(system) = &read.system {
         match stored_system {
             None => new.push(system.clone()),
-            Some(stored) if stored.body.same_as(&system.body) => {}
+            Some(stored) if stored.fingerprint == fingerprint(&system.body) => {}
             Some(_) => {
                 return Err(TurnError::Diverges {
                     field: "system".into(),
@@ -259,22 +251,25 @@ async fn what_is_new(
             }
         }
     }
-    let stored: Vec<&EventBody> = log
-        .events
+    let stored: Vec<u64> = ledger
+        .messages
         .iter()
-        .filter(|e| matches!(e.body, EventBody::Message(_)))
-        .filter(|e| !(anthropic && e.body.role() == Some(Role::System)))
-        .map(|e| &e.body)
+        .filter(|m| !(anthropic && m.system))
+        .map(|m| m.fingerprint)
         .collect();
     let submitted = &read.events;
-    let history = common_prefix(submitted, stored.iter().copied());
-
+    let prints: Vec<u64> = submitted.iter().map(|n| fingerprint(&n.event.body)).collect();
+    let history = common_prefix(&prints, &stored);
     if history == stored.len() || history == submitted.len() {
         new.extend(submitted[history..].iter().map(|n| n.event.clone()));
         return Ok(new);
     }
-    let last_view = last_view_events(deps, session_id, turn.format).await?;
-    let view = common_prefix(submitted, last_view.iter().map(|n| &n.event.body));
+    let last_view: Vec<u64> = last_view_events(deps, session_id, turn.format)
+        .await?
+        .iter()
+        .map(|n| fingerprint(&n.event.body))
+        .collect();
+    let view = common_prefix(&prints, &last_view);
     if !last_view.is_empty() && (view == last_view.len() || view == submitted.len()) {
         new.extend(submitted[view..].iter().map(|n| n.event.clone()));
         return Ok(new);
@@ -285,7 +280,6 @@ async fn what_is_new(
         return Ok(new);
     }
     let at = history.max(view);
-
     let origin = submitted.get(at).map_or(turn.messages.len(), |n| n.origin);
     let (against, matched) = if history >= view {
         ("the session's stored conversation", history)
@@ -302,13 +296,9 @@ async fn what_is_new(
     })
 }
 
-/// How many leading events of `submitted` say the same as `other`.
-fn common_prefix<'a>(submitted: &[Native], other: impl Iterator<Item = &'a EventBody>) -> usize {
-    submitted
-        .iter()
-        .zip(other)
-        .take_while(|(n, body)| n.event.body.same_as(body))
-        .count()
+/// How many leading fingerprints two lists share.
+fn common_prefix(a: &[u64], b: &[u64]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// The last view this session answered, rendered in `format` and read back as events (the

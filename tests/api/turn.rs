@@ -307,3 +307,40 @@ on_both_backends! {
         assert_eq!(missing.status, StatusCode::NOT_FOUND);
     }
 }
+
+on_both_backends! {
+    async fn turns_see_what_other_replicas_and_paths_appended(app) {
+        let session = app.create_session(json!({})).await;
+        let path = format!("/sessions/{session}/turn");
+        let other = app.replica().await;
+        let system = json!({"role": "system", "content": "Be brief."});
+        let user = json!({"role": "user", "content": "Fix the build."});
+        let reply = app.post(&path, &json!({"messages": [system, user]})).await;
+        assert_eq!(reply.body["appended"], json!([1, 2]), "{}", reply.body);
+
+        // Another replica appends through the log directly.
+        let elsewhere = json!({"type": "message", "role": "user", "content": "Also the docs."});
+        let appended = app.client.post(format!("{other}/sessions/{session}/events"))
+            .json(&json!({"events": [{"type": "note", "content": "Keep it small."}, elsewhere]}))
+            .send().await.unwrap();
+        assert_eq!(appended.status(), StatusCode::CREATED);
+
+        // This replica's history without that message diverges from the stored conversation.
+        let answer = json!({"role": "assistant", "content": "On it."});
+        let stale = app.post(&path, &json!({"messages": [system, user, answer]})).await;
+        assert_eq!(stale.status, StatusCode::CONFLICT, "{}", stale.body);
+        assert!(stale.body["detail"].as_str().unwrap().contains("messages[2]"), "{}", stale.body);
+        let full = json!({"messages": [system, user,
+            {"role": "user", "content": "Also the docs."}, answer]});
+        let reply = app.post(&path, &full).await;
+        assert_eq!(reply.body["appended"], json!([5]), "{}", reply.body);
+
+        // The other replica recognises the same call as a retry.
+        let retried = app.client.post(format!("{other}/sessions/{session}/turn"))
+            .json(&full).send().await.unwrap();
+        assert_eq!(retried.status(), StatusCode::OK);
+        let retried: Value = retried.json().await.unwrap();
+        assert_eq!(retried["appended"], json!([5]));
+        assert_eq!(retried["replayed"], true);
+    }
+}

@@ -34,6 +34,9 @@ pub use ledger::Ledgers;
 use ledger::{fingerprint, Ledger};
 use native::{Native, Read};
 
+/// The origin of Anthropic's `system`, which is not one of `messages`.
+const SYSTEM: usize = usize::MAX;
+
 /// How many times a turn reads and matches again when another writer appended in between.
 const ATTEMPTS: usize = 3;
 
@@ -166,12 +169,13 @@ async fn append_new(
             deps.ledgers.put(session_id, ledger);
             return Ok(Appended::default());
         }
+        let origins: Vec<usize> = new.iter().map(|n| n.origin).collect();
         let events: Vec<NewEvent> = new
             .into_iter()
             .enumerate()
-            .map(|(k, mut event)| {
-                event.id = Some(format!("{prefix}{k}"));
-                event
+            .map(|(k, native)| NewEvent {
+                id: Some(format!("{prefix}{k}")),
+                ..native.event
             })
             .collect();
         let batch: Vec<CountedEvent> = append::count(tokenizer, events)
@@ -193,6 +197,21 @@ async fn append_new(
                 });
             }
             Err(AppendError::Rejected(AppendRejection::SeqMismatch { .. })) => continue,
+            // A rule of the log (a result that answers no call): named by the message.
+            Err(AppendError::Rejected(AppendRejection::Invalid(errors))) => {
+                return Err(TurnError::Invalid(
+                    errors
+                        .into_iter()
+                        .map(|e| {
+                            let at = match e.index.and_then(|k| origins.get(k)) {
+                                Some(&SYSTEM) | None => "system".to_owned(),
+                                Some(origin) => format!("messages[{origin}]"),
+                            };
+                            FieldError::new(format!("{at}.{}", e.field), e.message)
+                        })
+                        .collect(),
+                ))
+            }
             Err(e) => return Err(e.into()),
         }
     }
@@ -234,14 +253,17 @@ async fn what_is_new(
     turn: &Turn,
     read: &Read,
     ledger: &Ledger,
-) -> Result<Vec<NewEvent>, TurnError> {
+) -> Result<Vec<Native>, TurnError> {
     let anthropic = turn.format == Format::Anthropic;
     // Anthropic's system prompt is given apart on every call: it is new only the first time.
     let stored_system = ledger.messages.iter().find(|m| m.system);
     let mut new = Vec::new();
     if let Some(system) = &read.system {
         match stored_system {
-            None => new.push(system.clone()),
+            None => new.push(Native {
+                origin: SYSTEM,
+                event: system.clone(),
+            }),
             Some(stored) if stored.fingerprint == fingerprint(&system.body) => {}
             Some(_) => {
                 return Err(TurnError::Diverges {
@@ -261,7 +283,7 @@ async fn what_is_new(
     let prints: Vec<u64> = submitted.iter().map(|n| fingerprint(&n.event.body)).collect();
     let history = common_prefix(&prints, &stored);
     if history == stored.len() || history == submitted.len() {
-        new.extend(submitted[history..].iter().map(|n| n.event.clone()));
+        new.extend_from_slice(&submitted[history..]);
         return Ok(new);
     }
     let last_view: Vec<u64> = last_view_events(deps, session_id, turn.format)
@@ -271,12 +293,12 @@ async fn what_is_new(
         .collect();
     let view = common_prefix(&prints, &last_view);
     if !last_view.is_empty() && (view == last_view.len() || view == submitted.len()) {
-        new.extend(submitted[view..].iter().map(|n| n.event.clone()));
+        new.extend_from_slice(&submitted[view..]);
         return Ok(new);
     }
     if history == 0 && view == 0 {
         // Only the new messages.
-        new.extend(submitted.iter().map(|n| n.event.clone()));
+        new.extend_from_slice(submitted);
         return Ok(new);
     }
     let at = history.max(view);

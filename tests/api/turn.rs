@@ -296,6 +296,12 @@ on_both_backends! {
         let refused = app.post(&path, &unreadable).await;
         assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(refused.body["errors"][0]["field"], "messages[0].content[0].type");
+        // So is a message that breaks a rule of the log: a result that answers no call.
+        let orphan = json!({"format": "openai", "messages": [{"role": "user", "content": "ok"},
+            {"role": "tool", "tool_call_id": "nope", "content": "x"}]});
+        let refused = app.post(&path, &orphan).await;
+        assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", refused.body);
+        assert_eq!(refused.body["errors"][0]["field"], "messages[1].tool_call_id", "{}", refused.body);
         // So is a usage that cannot be this view's.
         let absurd = json!({"format": "openai", "messages": [{"role": "user", "content": "go"}],
             "usage": {"prompt_tokens": 1_000_000}});

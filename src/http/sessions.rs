@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::error::{ApiError, Problem};
 use super::extract;
 use super::AppState;
-use crate::domain::session::{validate_labels, NewSession, Session};
+use crate::domain::session::{labels_schema, validate_labels, NewSession, Session};
 use crate::domain::FieldError;
 use crate::store::SessionFilter;
 
@@ -36,6 +36,26 @@ pub struct SessionPage {
     pub next_cursor: Option<String>,
 }
 
+/// Gives the `metadata` filter of `GET /sessions` the bounds of the labels it matches, which
+/// the list holds (a filter out of them is a 422). `IntoParams` cannot: a `schema_with` there
+/// drops the parameter's deepObject style.
+pub(super) fn document_label_filter(api: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{schema::Schema, RefOr};
+    let parameters = api
+        .paths
+        .paths
+        .get_mut("/sessions")
+        .and_then(|item| item.get.as_mut())
+        .and_then(|operation| operation.parameters.as_mut());
+    for parameter in parameters.into_iter().flatten() {
+        if parameter.name == "metadata" {
+            let mut schema = labels_schema();
+            schema.description = None;
+            parameter.schema = Some(RefOr::T(Schema::Object(schema)));
+        }
+    }
+}
+
 /// Query parameters of `GET /sessions`. Labels filter with `metadata[<key>]=<value>` (or the
 /// older `metadata.<key>=<value>`); several labels must all match.
 #[derive(IntoParams)]
@@ -46,7 +66,7 @@ struct SessionListParams {
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     /// The `next_cursor` of the previous page.
-    cursor: Option<String>,
+    cursor: Option<Uuid>,
     /// Labels the sessions must all carry, sent as `metadata[team]=search`. The form
     /// `metadata.team=search` is accepted too.
     #[param(style = DeepObject, explode, value_type = Option<HashMap<String, String>>)]
@@ -116,7 +136,10 @@ async fn create_session(
                 "metadata": {"team": "search"}, "head_seq": 42, "total_tokens": 18234}],
             "next_cursor": "01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f"})),
         (status = 400, description = "An unknown parameter, a bad limit or cursor", body = Problem,
-            content_type = "application/problem+json")
+            content_type = "application/problem+json"),
+        (status = 422, description = "A label filter out of the labels' bounds (an empty or too long \
+            key, a too long value, the NUL character, too many labels); `errors` names it",
+            body = Problem, content_type = "application/problem+json")
     ))]
 async fn list_sessions(
     State(state): State<AppState>,

@@ -13,18 +13,22 @@ use crate::tokens::Tokenizer;
 /// Free-form labels attached to a session; the session list filters by them.
 pub type Labels = BTreeMap<String, String>;
 
-const MAX_LABELS: usize = 64;
-const MAX_LABEL_KEY_CHARS: usize = 128;
-const MAX_LABEL_VALUE_CHARS: usize = 1024;
+pub const MAX_LABELS: usize = 64;
+pub const MAX_LABEL_KEY_CHARS: usize = 128;
+pub const MAX_LABEL_VALUE_CHARS: usize = 1024;
+
+/// A string without the NUL character, which no label may contain.
+const NO_NUL_PATTERN: &str = "^[^\\u0000]*$";
 
 /// Labels as the OpenAPI document describes them, with the bounds [`validate_labels`] holds.
-fn labels_schema() -> utoipa::openapi::schema::Object {
+pub(crate) fn labels_schema() -> utoipa::openapi::schema::Object {
     use utoipa::openapi::schema::{ObjectBuilder, Type};
     let text = |min: Option<usize>, max: usize| {
         ObjectBuilder::new()
             .schema_type(Type::String)
             .min_length(min)
             .max_length(Some(max))
+            .pattern(Some(NO_NUL_PATTERN))
     };
     ObjectBuilder::new()
         .schema_type(Type::Object)

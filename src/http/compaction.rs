@@ -294,10 +294,16 @@ pub struct UsageResponse {
 /// ctxd's count) is below 0.25 or above 4 is refused with a 422 and changes nothing.
 #[utoipa::path(post, path = "/sessions/{id}/usage", tag = "compaction",
     params(("id" = Uuid, Path, description = "The session id")),
-    request_body(content = UsageBody, example = json!({"input_tokens": 51234,
-        "compaction_id": "01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f"})),
+    request_body(content = UsageBody, examples(
+        ("compaction" = (summary = "The count for a compaction's view",
+            value = json!({"input_tokens": 51234,
+                "compaction_id": "01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f"}))),
+        ("view_tokens" = (summary = "The count for a view, with ctxd's own count of it",
+            value = json!({"input_tokens": 51234, "view_tokens": 48100})))
+    )),
     responses(
-        (status = 200, description = "The calibration now applied", body = UsageResponse),
+        (status = 200, description = "The calibration now applied", body = UsageResponse,
+            example = json!({"calibration": 1.065})),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session or compaction", body = Problem,
             content_type = "application/problem+json"),

@@ -195,7 +195,8 @@ pub struct Observation {
 #[into_params(parameter_in = Query)]
 struct SliceParams {
     /// First character (default 0).
-    offset: Option<usize>,
+    #[param(minimum = 0)]
+    offset: Option<i64>,
     /// Most characters to return, 1 to 200000 (default 4000).
     #[param(minimum = 1, maximum = 200000)]
     limit: Option<usize>,
@@ -222,7 +223,13 @@ async fn observation(
     Path((id, seq)): Path<(Uuid, i64)>,
     Query(params): Query<SliceParams>,
 ) -> Result<Json<Observation>, ApiError> {
+    // An i64, like every other count in the API, so that the document's bounds (int64, at
+    // least 0) are the ones the server holds.
     let offset = params.offset.unwrap_or(0);
+    if offset < 0 {
+        return Err(ApiError::BadRequest("offset must be at least 0".into()));
+    }
+    let offset = usize::try_from(offset).unwrap_or(usize::MAX);
     let limit = extract::page_limit(params.limit, DEFAULT_SLICE, MAX_SLICE)?;
     let event = state
         .store

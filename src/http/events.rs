@@ -25,8 +25,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AppendRequest {
-    /// The events to append, in order (at most the server's batch limit, 1000 by default).
-    #[schema(value_type = Vec<super::event_schema::EventInputSchema>)]
+    /// The events to append, in order: at least one, and at most the server's batch limit
+    /// (1000 by default; a larger batch is a 413).
+    #[schema(min_items = 1, value_type = Vec<super::event_schema::EventInputSchema>)]
     pub events: Vec<EventInput>,
     /// Optimistic concurrency: the head seq the client believes the session has. A mismatch is a
     /// 409 carrying the current `head_seq`.

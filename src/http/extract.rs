@@ -140,6 +140,8 @@ struct ObjectsOnly<D>(D);
 struct Visit<V> {
     inner: V,
     object: bool,
+    /// The visitor builds an integer: a float without a fraction is visited as that integer.
+    integer: bool,
 }
 
 impl<V> Visit<V> {
@@ -147,12 +149,27 @@ impl<V> Visit<V> {
         Self {
             inner,
             object: false,
+            integer: false,
         }
     }
 }
 
+/// The largest magnitude below which every whole `f64` converts exactly: 2^64.
+const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+
 /// A seed, a sequence, a map or an enum whose values are read through [`ObjectsOnly`].
 struct Nested<T>(T);
+
+/// Integers are read with a visitor that takes a number written with a zero fraction (`2.0`)
+/// as the integer it is: JSON Schema's `integer` type, which the OpenAPI document uses, counts
+/// it as one.
+macro_rules! forward_deserialize_integer {
+    ($($method:ident),* $(,)?) => {$(
+        fn $method<V: de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+            self.0.$method(Visit { inner: visitor, object: false, integer: true })
+        }
+    )*};
+}
 
 macro_rules! forward_deserialize {
     ($($method:ident($($arg:ident: $ty:ty),*)),* $(,)?) => {$(
@@ -166,9 +183,7 @@ impl<'de, D: de::Deserializer<'de>> de::Deserializer<'de> for ObjectsOnly<D> {
     type Error = D::Error;
 
     forward_deserialize!(
-        deserialize_any(), deserialize_bool(), deserialize_i8(), deserialize_i16(),
-        deserialize_i32(), deserialize_i64(), deserialize_i128(), deserialize_u8(),
-        deserialize_u16(), deserialize_u32(), deserialize_u64(), deserialize_u128(),
+        deserialize_any(), deserialize_bool(),
         deserialize_f32(), deserialize_f64(), deserialize_char(), deserialize_str(),
         deserialize_string(), deserialize_bytes(), deserialize_byte_buf(), deserialize_option(),
         deserialize_unit(), deserialize_unit_struct(name: &'static str),
@@ -177,6 +192,19 @@ impl<'de, D: de::Deserializer<'de>> de::Deserializer<'de> for ObjectsOnly<D> {
         deserialize_tuple_struct(name: &'static str, len: usize), deserialize_map(),
         deserialize_enum(name: &'static str, variants: &'static [&'static str]),
         deserialize_identifier(), deserialize_ignored_any(),
+    );
+
+    forward_deserialize_integer!(
+        deserialize_i8,
+        deserialize_i16,
+        deserialize_i32,
+        deserialize_i64,
+        deserialize_i128,
+        deserialize_u8,
+        deserialize_u16,
+        deserialize_u32,
+        deserialize_u64,
+        deserialize_u128,
     );
 
     fn deserialize_struct<V: de::Visitor<'de>>(
@@ -188,6 +216,7 @@ impl<'de, D: de::Deserializer<'de>> de::Deserializer<'de> for ObjectsOnly<D> {
         let visit = Visit {
             inner: visitor,
             object: true,
+            integer: false,
         };
         self.0.deserialize_struct(name, fields, visit)
     }
@@ -225,7 +254,6 @@ impl<'de, V: de::Visitor<'de>> de::Visitor<'de> for Visit<V> {
         visit_u64(u64),
         visit_u128(u128),
         visit_f32(f32),
-        visit_f64(f64),
         visit_char(char),
         visit_str(&str),
         visit_borrowed_str(&'de str),
@@ -234,6 +262,18 @@ impl<'de, V: de::Visitor<'de>> de::Visitor<'de> for Visit<V> {
         visit_borrowed_bytes(&'de [u8]),
         visit_byte_buf(Vec<u8>),
     );
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<V::Value, E> {
+        if self.integer && value.fract() == 0.0 {
+            if (0.0..TWO_POW_64).contains(&value) {
+                return self.inner.visit_u64(value as u64);
+            }
+            if (-TWO_POW_64 / 2.0..0.0).contains(&value) {
+                return self.inner.visit_i64(value as i64);
+            }
+        }
+        self.inner.visit_f64(value)
+    }
 
     fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
         self.inner.visit_none()
@@ -355,6 +395,7 @@ impl<'de, A: de::VariantAccess<'de>> de::VariantAccess<'de> for Nested<A> {
         let visit = Visit {
             inner: visitor,
             object: true,
+            integer: false,
         };
         self.0.struct_variant(fields, visit)
     }
@@ -422,6 +463,30 @@ mod tests {
             br#"{"events":[{"type":"episode_start","name":"e","kind":"action","dependencies":["a"],"metadata":{"x":[1,{"y":[]}]}}]}"#,
         );
         assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn a_whole_number_with_a_fraction_is_an_integer() {
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        struct Numbers {
+            small: u8,
+            signed: Option<i64>,
+            real: f64,
+        }
+        let n: Numbers =
+            parse(br#"{"small": 2.0, "signed": -3.0, "real": 1.0}"#).expect("whole numbers");
+        assert_eq!(
+            n,
+            Numbers {
+                small: 2,
+                signed: Some(-3),
+                real: 1.0
+            }
+        );
+        // A fraction, or a whole number out of the type's range, is still refused.
+        assert!(parse::<Numbers>(br#"{"small": 2.5, "signed": 0, "real": 0}"#).is_err());
+        assert!(parse::<Numbers>(br#"{"small": 256.0, "signed": 0, "real": 0}"#).is_err());
+        assert!(parse::<Numbers>(br#"{"small": 1, "signed": 1e300, "real": 0}"#).is_err());
     }
 
     #[test]

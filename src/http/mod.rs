@@ -122,7 +122,14 @@ fn api_router() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document, generated from the handlers.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    with_middleware_answers(api_router().into_openapi())
+    document(api_router().into_openapi())
+}
+
+/// The handlers' annotations completed with what they cannot say themselves.
+fn document(api: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
+    let mut api = with_middleware_answers(api);
+    sessions::document_label_filter(&mut api);
+    api
 }
 
 /// Documents what the middleware answers for any operation, where a handler's own annotation
@@ -169,7 +176,7 @@ fn with_middleware_answers(mut api: utoipa::openapi::OpenApi) -> utoipa::openapi
 /// The whole service: API routes, docs UI, and the middleware every request passes through.
 pub fn app(state: AppState) -> Router {
     let (router, api) = api_router().split_for_parts();
-    let api = with_middleware_answers(api);
+    let api = document(api);
     let request_id = HeaderName::from_static("x-request-id");
     let limits = state.limits.clone();
     router

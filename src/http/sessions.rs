@@ -13,7 +13,9 @@ use uuid::Uuid;
 use super::error::{ApiError, Problem};
 use super::extract;
 use super::AppState;
-use crate::domain::session::{validate_labels, NewSession, Session};
+use crate::domain::session::{
+    validate_labels, NewSession, Session, MAX_LABELS, MAX_LABEL_KEY_CHARS, MAX_LABEL_VALUE_CHARS,
+};
 use crate::domain::FieldError;
 use crate::store::SessionFilter;
 
@@ -35,6 +37,29 @@ pub struct SessionPage {
     pub next_cursor: Option<String>,
 }
 
+/// Gives the `label` filter of `GET /sessions` the bounds of the labels it matches, which the
+/// list holds (a filter out of them is a 422): each `key=value` with a key of 1 to 128
+/// characters and a value of at most 1,024, no NUL, at most 64 labels.
+pub(super) fn document_label_filter(api: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Schema, Type};
+    use utoipa::openapi::RefOr;
+    let parameters = api
+        .paths
+        .paths
+        .get_mut("/sessions")
+        .and_then(|item| item.get.as_mut())
+        .and_then(|operation| operation.parameters.as_mut());
+    for parameter in parameters.into_iter().flatten() {
+        if parameter.name == "label" {
+            let label = ObjectBuilder::new().schema_type(Type::String).pattern(Some(format!(
+                "^[^=\\u0000]{{1,{MAX_LABEL_KEY_CHARS}}}=[^\\u0000]{{0,{MAX_LABEL_VALUE_CHARS}}}$"
+            )));
+            let labels = ArrayBuilder::new().items(label).max_items(Some(MAX_LABELS));
+            parameter.schema = Some(RefOr::T(Schema::Array(labels.build())));
+        }
+    }
+}
+
 /// Query parameters of `GET /sessions`. Labels filter as `label=<key>=<value>` (repeated for
 /// several), or `metadata[<key>]=<value>`, or `metadata.<key>=<value>`; several labels must all
 /// match. Only the first form is in the document: it is the one every generated client sends
@@ -47,7 +72,7 @@ struct SessionListParams {
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     /// The `next_cursor` of the previous page.
-    cursor: Option<String>,
+    cursor: Option<Uuid>,
     /// Labels the sessions must all carry, each as `key=value` (split at the first `=`):
     /// `label=team=search&label=agent=coder`. `metadata[team]=search` and
     /// `metadata.team=search` are accepted too.
@@ -118,7 +143,10 @@ async fn create_session(
                 "metadata": {"team": "search"}, "head_seq": 42, "total_tokens": 18234}],
             "next_cursor": "01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f"})),
         (status = 400, description = "An unknown parameter, a bad limit or cursor", body = Problem,
-            content_type = "application/problem+json")
+            content_type = "application/problem+json"),
+        (status = 422, description = "A label filter out of the labels' bounds (an empty or too long \
+            key, a too long value, the NUL character, too many labels); `errors` names it",
+            body = Problem, content_type = "application/problem+json")
     ))]
 async fn list_sessions(
     State(state): State<AppState>,

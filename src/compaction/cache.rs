@@ -28,6 +28,8 @@ pub struct CachedView {
     fragments: Fragments,
     /// A state as stored at its version: reused while the database holds that version.
     state: Option<StoredState>,
+    /// The checkpoint this replica last queued a summary job at (one job per checkpoint).
+    queued_checkpoint: Option<i64>,
 }
 
 impl CachedView {
@@ -36,8 +38,12 @@ impl CachedView {
     }
 
     /// The events, and the JSON their messages rendered to.
-    pub fn parts(&mut self) -> (&[Event], &mut Fragments) {
-        (&self.events, &mut self.fragments)
+    pub fn parts(&mut self) -> (&[Event], &mut Fragments, &mut Option<i64>) {
+        (
+            &self.events,
+            &mut self.fragments,
+            &mut self.queued_checkpoint,
+        )
     }
 
     fn newest(&self) -> i64 {

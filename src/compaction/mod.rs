@@ -5,6 +5,7 @@
 //! winner's state, so concurrent calls never lose or corrupt state.
 
 pub mod cache;
+pub mod prepare;
 pub mod summary;
 
 use std::sync::Arc;
@@ -14,11 +15,13 @@ use chrono::Utc;
 use uuid::Uuid;
 
 use cache::{CachedView, ViewCache};
+use prepare::Readiness;
 use summary::SummaryKey;
 
-use crate::domain::compaction::{unrecorded_id, CompactionRecord, Mode, ViewMessage};
+use crate::domain::compaction::{unrecorded_id, CompactionRecord, Mode, Tier, ViewMessage};
 use crate::domain::session::Session;
 use crate::domain::state::CompactionState;
+use crate::domain::state::SummaryJob;
 use crate::engine::render::{Format, Fragments};
 use crate::engine::{self, EngineError, EngineInput, EngineOutput, Step};
 use crate::store::{Store, StoreError, StoredState};
@@ -174,7 +177,7 @@ impl Job {
         present: &dyn Fn(Presented<'_, '_>) -> V,
     ) -> Result<Attempt<V>, CompactError> {
         let (session, state, request) = (&self.session, &self.stored.state, self.request);
-        let (events, fragments) = view.parts();
+        let (events, fragments, view_prepared) = view.parts();
         let head_seq = events
             .last()
             .map_or(state.checkpoint_seq, |e| e.seq)
@@ -192,11 +195,41 @@ impl Job {
             overflow_retry: request.overflow_retry,
             now: Utc::now(),
         })?;
+        // With a model, a fold takes the summary prepared for it, or waits for a later call
+        // while it is prepared; only a fold that cannot wait asks the model now.
+        let preparing = self.summarizer.is_some() && request.mode != Mode::DryRun;
         let out = match step {
             Step::Done(out) => out,
             Step::Summarize(pending) => {
-                let outcome = self.summary(pending.request(), summaries);
-                pending.resume(outcome)
+                let readiness = if preparing {
+                    let job = self
+                        .handle
+                        .block_on(self.store.summary_job(session.id, state.checkpoint_seq))?;
+                    prepare::readiness(job, pending.request())
+                } else {
+                    Readiness::Unusable
+                };
+                match readiness {
+                    Readiness::Ready(outcome) => pending.resume(outcome),
+                    Readiness::Preparing if !pending.must_fold() => pending.without_fold(),
+                    Readiness::Absent if !pending.must_fold() => {
+                        let r = pending.request();
+                        let to_seq = r.events.last().map_or(state.checkpoint_seq, |e| e.seq);
+                        let job = prepare::job_for(
+                            session.id,
+                            state.checkpoint_seq,
+                            to_seq,
+                            r.previous,
+                            r.max_chars,
+                        );
+                        self.queue(&job, view_prepared)?;
+                        pending.without_fold()
+                    }
+                    _ => {
+                        let outcome = self.summary(pending.request(), summaries);
+                        pending.resume(outcome)
+                    }
+                }
             }
         };
         let EngineOutput {
@@ -206,6 +239,21 @@ impl Job {
             folded,
             changed,
         } = out;
+        // From the warn tier on, the next fold's summary is prepared in the background.
+        if preparing && record.tier >= Tier::Warn {
+            if let Some(to_seq) =
+                engine::next_fold(&session.config, &new_state, events, request.format)
+            {
+                let job = prepare::job_for(
+                    session.id,
+                    new_state.checkpoint_seq,
+                    to_seq,
+                    &new_state.summary,
+                    session.config.summary_max_chars(),
+                );
+                self.queue(&job, view_prepared)?;
+            }
+        }
         record.duration_ms = self.started.elapsed().as_secs_f64() * 1e3;
         let persist = request.mode != Mode::DryRun && changed;
         let saved = persist
@@ -232,6 +280,19 @@ impl Job {
             view,
             saved: saved.then_some(new_state),
         })
+    }
+
+    /// Queues `job` unless this replica queued one at its checkpoint already (the store keeps
+    /// one per checkpoint whoever queues it), and wakes the worker.
+    fn queue(&self, job: &SummaryJob, queued: &mut Option<i64>) -> Result<(), CompactError> {
+        if *queued == Some(job.checkpoint_seq) {
+            return Ok(());
+        }
+        if self.handle.block_on(self.store.enqueue_summary_job(job))? {
+            prepare::queued();
+        }
+        *queued = Some(job.checkpoint_seq);
+        Ok(())
     }
 
     /// The summary of `request`: the one this compaction already has for the same events, the

@@ -418,7 +418,11 @@ mod tests {
         let marked = unrecorded_id(id, 51_234);
         assert_eq!(marked.get_version_num(), 7);
         assert_eq!(marked.get_variant(), uuid::Variant::RFC4122);
-        assert_eq!(marked.as_bytes()[..8], id.as_bytes()[..8], "same time, same order");
+        assert_eq!(
+            marked.as_bytes()[..8],
+            id.as_bytes()[..8],
+            "same time, same order"
+        );
         assert_eq!(unrecorded_estimate(marked), Some(51_234));
         assert_eq!(unrecorded_estimate(id), None);
         assert_eq!(unrecorded_estimate(Uuid::nil()), None);

@@ -151,3 +151,33 @@ mod tests {
         assert_eq!(calibration_sample(25, 100), Some(0.25));
     }
 }
+
+/// A summary to prepare in the background: of the events after `checkpoint_seq` up to
+/// `to_seq` (system prompts and pinned events aside, as a fold leaves them), on top of
+/// `previous`, the summary as of the checkpoint. One per session and checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummaryJob {
+    pub session_id: Uuid,
+    pub checkpoint_seq: i64,
+    pub to_seq: i64,
+    pub previous: Summary,
+    pub max_chars: usize,
+}
+
+/// Where a [`SummaryJob`] stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobStatus {
+    /// Waiting for a replica, or being run by one.
+    InFlight,
+    /// Prepared: the summary and who made it.
+    Done(PreparedSummary),
+    /// The model failed it (it is not tried again at this checkpoint).
+    Failed,
+}
+
+/// A summary a job prepared.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreparedSummary {
+    pub summary: Summary,
+    pub info: super::compaction::SummarizerInfo,
+}

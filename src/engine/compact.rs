@@ -47,3 +47,18 @@ pub fn current_view<'a>(
     let (messages, _, tokens) = Working::from_state(config, state, events, format).render();
     (messages, tokens)
 }
+
+/// The last seq the next soft compaction would fold as the view stands: what a summary can be
+/// prepared for ahead of it. None when it would fold nothing.
+pub fn next_fold(
+    config: &SessionConfig,
+    state: &CompactionState,
+    events: &[Event],
+    format: Format,
+) -> Option<i64> {
+    let work = Working::from_state(config, state, events, format);
+    let valid = work.valid_cuts();
+    let tail = work.tail_start(config.min_tail_messages as usize, &valid);
+    let cut = progressive::half_cut(&work, tail, &valid);
+    (cut > 0).then(|| work.live[cut - 1].event.seq)
+}

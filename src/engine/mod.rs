@@ -15,7 +15,7 @@ pub mod validate;
 pub mod view;
 mod working;
 
-pub use compact::{compact, current_view, Step};
+pub use compact::{compact, current_view, next_fold, Step};
 pub use repair::repair;
 pub use run::{EngineError, EngineInput, EngineOutput, Pending};
 

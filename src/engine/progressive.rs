@@ -70,7 +70,7 @@ pub(super) enum Step<'a> {
 
 /// The cut that folds the oldest half of the head (by tokens), moved later so that no tool call
 /// is separated from its results, and never into the tail.
-fn half_cut(work: &Working<'_>, tail: usize, valid: &[bool]) -> usize {
+pub(super) fn half_cut(work: &Working<'_>, tail: usize, valid: &[bool]) -> usize {
     let head_tokens: i64 = work.foldable_tokens(tail);
     let mut acc = 0;
     let mut cut = 0;

@@ -112,6 +112,17 @@ impl<'a> Pending<'a> {
         }
     }
 
+    /// Whether the fold cannot wait: the view does not fit, or the caller forced it.
+    pub fn must_fold(&self) -> bool {
+        self.run.input.mode == Mode::Force || self.run.before_tokens > self.run.room
+    }
+
+    /// Finishes the compaction without the fold (nor what came with it), when a summary is not
+    /// ready and the fold can wait: the view is the one there was, which fits.
+    pub fn without_fold(self) -> EngineOutput<'a> {
+        self.run.finish()
+    }
+
     /// Finishes the compaction with `outcome`, the summary of [`Pending::request`].
     pub fn resume(self, outcome: SummaryOutcome) -> EngineOutput<'a> {
         let Pending {

@@ -175,6 +175,10 @@ fn with_middleware_answers(mut api: utoipa::openapi::OpenApi) -> utoipa::openapi
 
 /// The whole service: API routes, docs UI, and the middleware every request passes through.
 pub fn app(state: AppState) -> Router {
+    // With a model, summaries are prepared in the background (see `compaction::prepare`).
+    if let Some(summarizer) = &state.summarizer {
+        crate::compaction::prepare::spawn_worker(state.store.clone(), summarizer.clone());
+    }
     let (router, api) = api_router().split_for_parts();
     let api = document(api);
     let request_id = HeaderName::from_static("x-request-id");

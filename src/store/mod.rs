@@ -24,7 +24,7 @@ use crate::domain::append::{Ack, AppendRejection, CallFacts, CountedEvent};
 use crate::domain::compaction::CompactionRecord;
 use crate::domain::event::Event;
 use crate::domain::session::{Labels, NewSession, Session};
-use crate::domain::state::{CompactionState, FoldedRange};
+use crate::domain::state::{CompactionState, FoldedRange, JobStatus, PreparedSummary, SummaryJob};
 
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -170,6 +170,28 @@ pub trait Store: Send + Sync + 'static {
         session_id: Uuid,
         id: Uuid,
     ) -> Result<Option<CompactionRecord>, StoreError>;
+    /// Adds a background summary job unless the session has one at its checkpoint; whether
+    /// it was added.
+    async fn enqueue_summary_job(&self, job: &SummaryJob) -> Result<bool, StoreError>;
+    /// Claims a job no replica holds (pending, or its lease ran out) for `lease_ms`.
+    async fn claim_summary_job(
+        &self,
+        now_ms: i64,
+        lease_ms: i64,
+        max_attempts: i64,
+    ) -> Result<Option<SummaryJob>, StoreError>;
+    /// Ends a job with what it prepared (None: failed).
+    async fn finish_summary_job(
+        &self,
+        job: &SummaryJob,
+        prepared: Option<&PreparedSummary>,
+    ) -> Result<(), StoreError>;
+    /// The session's job at `checkpoint_seq`, and where it stands.
+    async fn summary_job(
+        &self,
+        session_id: Uuid,
+        checkpoint_seq: i64,
+    ) -> Result<Option<(SummaryJob, JobStatus)>, StoreError>;
     /// The folded ranges that hold a seq in `from_seq..=to_seq`, in seq order.
     async fn folded_ranges(
         &self,

@@ -15,7 +15,7 @@ use crate::domain::append::{client_ids, plan_append, referenced_call_ids, Counte
 use crate::domain::compaction::CompactionRecord;
 use crate::domain::event::Event;
 use crate::domain::session::{NewSession, Session};
-use crate::domain::state::{CompactionState, FoldedRange};
+use crate::domain::state::{CompactionState, FoldedRange, JobStatus, PreparedSummary, SummaryJob};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
@@ -30,6 +30,7 @@ impl Dialect for Postgres {
     const SEQ_IN: (&'static str, &'static str) = ("= ANY(", ")");
 
     // Containment answers from the GIN index on metadata.
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
     const LABELS_INCLUDE: (&'static str, &'static str) = ("metadata @> ", "");
 
     fn seq_list(seqs: &[i64]) -> Vec<i64> {
@@ -382,6 +383,35 @@ impl Store for PostgresStore {
         id: Uuid,
     ) -> Result<Option<CompactionRecord>, StoreError> {
         Q::get_compaction(&self.pool, session_id, id).await
+    }
+
+    async fn enqueue_summary_job(&self, job: &SummaryJob) -> Result<bool, StoreError> {
+        Q::enqueue_summary_job(&self.pool, job).await
+    }
+
+    async fn claim_summary_job(
+        &self,
+        now_ms: i64,
+        lease_ms: i64,
+        max_attempts: i64,
+    ) -> Result<Option<SummaryJob>, StoreError> {
+        Q::claim_summary_job(&self.pool, now_ms, lease_ms, max_attempts).await
+    }
+
+    async fn finish_summary_job(
+        &self,
+        job: &SummaryJob,
+        prepared: Option<&PreparedSummary>,
+    ) -> Result<(), StoreError> {
+        Q::finish_summary_job(&self.pool, job, prepared).await
+    }
+
+    async fn summary_job(
+        &self,
+        session_id: Uuid,
+        checkpoint_seq: i64,
+    ) -> Result<Option<(SummaryJob, JobStatus)>, StoreError> {
+        Q::summary_job(&self.pool, session_id, checkpoint_seq).await
     }
 
     async fn folded_ranges(

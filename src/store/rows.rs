@@ -9,10 +9,10 @@ use sqlx::{Database, Decode, Encode, Postgres, Sqlite, Type};
 use uuid::Uuid;
 
 use super::{ItemRow, StoreError, StoredState};
-use crate::domain::compaction::{CompactionRecord, Reason};
+use crate::domain::compaction::{CompactionRecord, Reason, Summary};
 use crate::domain::event::{Event, EventBody};
 use crate::domain::session::{Labels, Session, SessionConfig};
-use crate::domain::state::{CompactionState, FoldedRange};
+use crate::domain::state::{CompactionState, FoldedRange, JobStatus, PreparedSummary, SummaryJob};
 
 /// A UUID column: PostgreSQL stores `uuid`, SQLite its hyphenated text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,6 +261,40 @@ pub(super) struct RecordRow {
 impl From<RecordRow> for CompactionRecord {
     fn from(row: RecordRow) -> Self {
         row.record
+    }
+}
+
+/// A summary job row.
+#[derive(sqlx::FromRow)]
+pub(super) struct JobRow {
+    session_id: DbUuid,
+    checkpoint_seq: i64,
+    to_seq: i64,
+    #[sqlx(json)]
+    previous: Summary,
+    max_chars: i64,
+    status: String,
+    #[sqlx(json(nullable))]
+    result: Option<PreparedSummary>,
+}
+
+impl JobRow {
+    pub(super) fn job(&self) -> SummaryJob {
+        SummaryJob {
+            session_id: self.session_id.0,
+            checkpoint_seq: self.checkpoint_seq,
+            to_seq: self.to_seq,
+            previous: self.previous.clone(),
+            max_chars: usize::try_from(self.max_chars).unwrap_or(0),
+        }
+    }
+
+    pub(super) fn status(self) -> JobStatus {
+        match (self.status.as_str(), self.result) {
+            ("done", Some(prepared)) => JobStatus::Done(prepared),
+            ("failed", _) | ("done", None) => JobStatus::Failed,
+            _ => JobStatus::InFlight,
+        }
     }
 }
 

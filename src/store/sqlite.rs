@@ -24,7 +24,7 @@ use crate::domain::append::{client_ids, plan_append, referenced_call_ids, Counte
 use crate::domain::compaction::CompactionRecord;
 use crate::domain::event::Event;
 use crate::domain::session::{NewSession, Session};
-use crate::domain::state::{CompactionState, FoldedRange};
+use crate::domain::state::{CompactionState, FoldedRange, JobStatus, PreparedSummary, SummaryJob};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
@@ -37,6 +37,7 @@ impl Dialect for Sqlite {
     type SeqList = String;
     const SEQ_IN: (&'static str, &'static str) = ("IN (SELECT value FROM json_each(", "))");
 
+    const SKIP_LOCKED: &'static str = "";
     const LABELS_INCLUDE: (&'static str, &'static str) = (
         "NOT EXISTS (SELECT 1 FROM json_each(",
         ") l WHERE NOT EXISTS (SELECT 1 FROM json_each(sessions.metadata) m \
@@ -345,6 +346,35 @@ impl Store for SqliteStore {
         id: Uuid,
     ) -> Result<Option<CompactionRecord>, StoreError> {
         Q::get_compaction(&self.reader, session_id, id).await
+    }
+
+    async fn enqueue_summary_job(&self, job: &SummaryJob) -> Result<bool, StoreError> {
+        Q::enqueue_summary_job(&self.writer, job).await
+    }
+
+    async fn claim_summary_job(
+        &self,
+        now_ms: i64,
+        lease_ms: i64,
+        max_attempts: i64,
+    ) -> Result<Option<SummaryJob>, StoreError> {
+        Q::claim_summary_job(&self.writer, now_ms, lease_ms, max_attempts).await
+    }
+
+    async fn finish_summary_job(
+        &self,
+        job: &SummaryJob,
+        prepared: Option<&PreparedSummary>,
+    ) -> Result<(), StoreError> {
+        Q::finish_summary_job(&self.writer, job, prepared).await
+    }
+
+    async fn summary_job(
+        &self,
+        session_id: Uuid,
+        checkpoint_seq: i64,
+    ) -> Result<Option<(SummaryJob, JobStatus)>, StoreError> {
+        Q::summary_job(&self.reader, session_id, checkpoint_seq).await
     }
 
     async fn folded_ranges(

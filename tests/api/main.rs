@@ -11,6 +11,7 @@ mod errors;
 mod events;
 mod input;
 mod openapi;
+mod prepare;
 mod providers;
 mod readme;
 mod schema;

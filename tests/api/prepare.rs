@@ -1,0 +1,245 @@
+//! Summaries prepared in the background: the job table on both backends (one job per
+//! checkpoint, claims that never collide, a lease that outlives a dead replica), and over HTTP
+//! a model that does not answer never holds up a compaction, whose fold then takes the summary
+//! the model prepared.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ctxd::domain::compaction::{SummarizerInfo, Summary};
+use ctxd::domain::session::NewSession;
+use ctxd::domain::state::{JobStatus, PreparedSummary, SummaryJob};
+use ctxd::store::Store;
+use ctxd::summarize::llm::{self, LlmConfig, LlmKind};
+use serde_json::{json, Value};
+use tokio::sync::Semaphore;
+
+use crate::store_on_both_backends;
+use crate::support::{Backend, TestApp};
+
+fn job(session_id: uuid::Uuid, checkpoint_seq: i64) -> SummaryJob {
+    SummaryJob {
+        session_id,
+        checkpoint_seq,
+        to_seq: checkpoint_seq + 10,
+        previous: Summary::default(),
+        max_chars: 8_000,
+    }
+}
+
+fn prepared(text: &str) -> PreparedSummary {
+    PreparedSummary {
+        summary: Summary {
+            text: text.into(),
+            ..Summary::default()
+        },
+        info: SummarizerInfo {
+            kind: "openai".into(),
+            model: Some("m".into()),
+            latency_ms: 2_000.0,
+            input_tokens: Some(900),
+            output_tokens: Some(60),
+        },
+    }
+}
+
+store_on_both_backends! {
+    async fn summary_jobs_are_claimed_once_and_outlive_a_dead_replica(store) {
+        let session = store.create_session(&NewSession::default()).await.unwrap().id;
+        assert!(store.enqueue_summary_job(&job(session, 0)).await.unwrap());
+        assert!(!store.enqueue_summary_job(&job(session, 0)).await.unwrap(), "one job per checkpoint");
+        for checkpoint in 1..8 {
+            assert!(store.enqueue_summary_job(&job(session, checkpoint * 100)).await.unwrap());
+        }
+        // Sixteen workers race for eight jobs: each is claimed exactly once.
+        let now = 1_000_000;
+        let claims: Vec<_> = (0..16).map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.claim_summary_job(now, 60_000, 3).await.unwrap() })
+        }).collect();
+        let mut claimed = HashSet::new();
+        for claim in claims {
+            if let Some(job) = claim.await.unwrap() {
+                assert!(claimed.insert(job.checkpoint_seq), "job {} claimed twice", job.checkpoint_seq);
+            }
+        }
+        assert_eq!(claimed.len(), 8);
+        assert!(store.claim_summary_job(now + 1, 60_000, 3).await.unwrap().is_none(), "all are held");
+
+        // A replica that dies holding a job loses it when its lease runs out.
+        let again = store.claim_summary_job(now + 60_001, 60_000, 3).await.unwrap().expect("re-claimed");
+        let held = again.clone();
+        assert!(claimed.contains(&again.checkpoint_seq));
+        store.finish_summary_job(&held, Some(&prepared("the model's summary"))).await.unwrap();
+        match store.summary_job(session, held.checkpoint_seq).await.unwrap() {
+            Some((stored, JobStatus::Done(p))) => {
+                assert_eq!(stored, held);
+                assert_eq!(p, prepared("the model's summary"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A job is tried at most three times.
+        let fresh = store.create_session(&NewSession::default()).await.unwrap().id;
+        assert!(store.enqueue_summary_job(&job(fresh, 0)).await.unwrap());
+        let mut tries = 0;
+        let mut at = now + 10 * 60_001;
+        while let Some(claimed) = store.claim_summary_job(at, 60_000, 3).await.unwrap() {
+            if claimed.session_id == fresh {
+                tries += 1;
+            }
+            at += 60_001;
+        }
+        assert_eq!(tries, 3);
+        // Deleting the session removes its jobs.
+        store.delete_session(session).await.unwrap();
+        assert!(store.summary_job(session, 0).await.unwrap().is_none());
+    }
+}
+
+/// An OpenAI-compatible model that answers only once `gate` lets it, counting its calls.
+async fn gated_model(gate: Arc<Semaphore>, calls: Arc<AtomicUsize>) -> String {
+    let app = axum::Router::new().fallback(move || {
+        let (gate, calls) = (gate.clone(), calls.clone());
+        async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let _permit = gate.acquire().await;
+            let content =
+                json!({"summary": "PREPARED: the user is chasing an outage through the logs.",
+                "anchors": {"user_intent": "find the outage", "execution_progress": "reading logs",
+                    "key_decision": "N/A", "tried_solution": "N/A", "next_step": "read more logs"}})
+                .to_string();
+            axum::Json(
+                json!({"choices": [{"message": {"role": "assistant", "content": content}}],
+                "usage": {"prompt_tokens": 900, "completion_tokens": 60}}),
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+async fn turn(app: &TestApp, id: &str, n: usize) -> Value {
+    let events = json!([
+        {"type": "message", "role": "user", "content": format!("turn {n}: check log {n}")},
+        {"type": "message", "role": "assistant", "tool_calls": [{"id": format!("c{n}"), "name": "shell",
+            "arguments": {"cmd": format!("cat log{n}")}}]},
+        {"type": "message", "role": "tool", "tool_call_id": format!("c{n}"),
+            "content": format!("log {n}: ").repeat(60)},
+        {"type": "message", "role": "assistant", "content": format!("Log {n} shows retries. ").repeat(8)},
+    ]);
+    assert!(app.append(id, events).await.status.is_success());
+    let reply = app
+        .post(&format!("/sessions/{id}/compact"), &json!({}))
+        .await;
+    assert_eq!(reply.status, reqwest::StatusCode::OK, "{}", reply.body);
+    reply.body
+}
+
+async fn a_model_that_does_not_answer_holds_up_no_compaction(backend: Backend) {
+    let (gate, calls) = (Arc::new(Semaphore::new(0)), Arc::new(AtomicUsize::new(0)));
+    let base_url = gated_model(gate.clone(), calls.clone()).await;
+    let app = TestApp::spawn_with_summarizer(
+        backend,
+        llm::build(LlmConfig {
+            kind: LlmKind::OpenAi,
+            base_url,
+            model: "fake-model".into(),
+            api_key: None,
+            timeout: Duration::from_secs(20),
+            max_output_tokens: 500,
+        }),
+    )
+    .await;
+    let id = app
+        .create_session(
+            json!({"config": {"context_window": 8000, "max_output_tokens": 500,
+        "tokenizer": "chars4", "min_tail_messages": 4, "offload_threshold_chars": 100_000}}),
+        )
+        .await;
+
+    // The view grows past the warn and soft tiers while the model answers nothing: every
+    // compaction answers, none folds (a fold waits for the prepared summary), none fell back.
+    let mut tiers = HashSet::new();
+    let mut n = 0;
+    loop {
+        n += 1;
+        let out = turn(&app, &id, n).await;
+        let record = &out["record"];
+        tiers.insert(record["tier"].as_str().unwrap().to_owned());
+        assert!(
+            record["summarized_seqs"].as_array().unwrap().is_empty(),
+            "folded while preparing: {record}"
+        );
+        assert!(record.get("error").is_none(), "{record}");
+        if record["tier"] == "soft" || record["tier"] == "full" {
+            break;
+        }
+        assert!(n < 40, "the session never reached the soft tier: {tiers:?}");
+    }
+    assert!(tiers.contains("warn"), "{tiers:?}");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "one job, one call, queued at the warn tier"
+    );
+
+    // The model answers; once the job has stored its summary, the next compaction folds with it.
+    gate.add_permits(100);
+    let store: Arc<dyn Store> = app.store.clone();
+    let session = uuid::Uuid::parse_str(&id).unwrap();
+    for _ in 0..200 {
+        if let Some((_, JobStatus::Done(_))) = store.summary_job(session, 0).await.unwrap() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = turn(&app, &id, n + 1).await;
+    let record = &out["record"];
+    assert!(
+        !record["summarized_seqs"].as_array().unwrap().is_empty(),
+        "{record}"
+    );
+    assert_eq!(record["summarizer"]["kind"], "openai", "{record}");
+    assert_eq!(
+        record["summarizer"]["latency_ms"], 0.0,
+        "the agent did not wait for it"
+    );
+    assert!(
+        record["summary_text"]
+            .as_str()
+            .unwrap()
+            .contains("PREPARED"),
+        "{record}"
+    );
+    // The fold asked the model nothing itself; the next fold's summary is being prepared.
+    let checkpoint = record["summarized_seqs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_i64)
+        .max()
+        .unwrap();
+    assert!(
+        store
+            .summary_job(session, checkpoint)
+            .await
+            .unwrap()
+            .is_some()
+            || calls.load(Ordering::SeqCst) == 1,
+        "{record}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fold_takes_the_summary_prepared_for_it_sqlite() {
+    a_model_that_does_not_answer_holds_up_no_compaction(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fold_takes_the_summary_prepared_for_it_postgres() {
+    a_model_that_does_not_answer_holds_up_no_compaction(Backend::Postgres).await;
+}

@@ -195,13 +195,14 @@ impl Job {
             overflow_retry: request.overflow_retry,
             now: Utc::now(),
         })?;
-        // With a model, a fold takes the summary prepared for it, or waits for a later call
-        // while it is prepared; only a fold that cannot wait asks the model now.
+        // With a model, a fold takes the summary prepared for it. While it is being prepared,
+        // a soft fold waits for a later call, and a fold that cannot wait takes the
+        // deterministic summary: only a forced compaction asks the model itself.
         let preparing = self.summarizer.is_some() && request.mode != Mode::DryRun;
         let out = match step {
             Step::Done(out) => out,
             Step::Summarize(pending) => {
-                let readiness = if preparing {
+                let readiness = if preparing && request.mode != Mode::Force {
                     let job = self
                         .handle
                         .block_on(self.store.summary_job(session.id, state.checkpoint_seq))?;
@@ -209,24 +210,34 @@ impl Job {
                 } else {
                     Readiness::Unusable
                 };
+                if let Readiness::Absent = readiness {
+                    let r = pending.request();
+                    let to_seq = r.events.last().map_or(state.checkpoint_seq, |e| e.seq);
+                    let job = prepare::job_for(
+                        session.id,
+                        state.checkpoint_seq,
+                        to_seq,
+                        r.previous,
+                        r.max_chars,
+                    );
+                    self.queue(&job, view_prepared)?;
+                }
                 match readiness {
                     Readiness::Ready(outcome) => pending.resume(outcome),
-                    Readiness::Preparing if !pending.must_fold() => pending.without_fold(),
-                    Readiness::Absent if !pending.must_fold() => {
-                        let r = pending.request();
-                        let to_seq = r.events.last().map_or(state.checkpoint_seq, |e| e.seq);
-                        let job = prepare::job_for(
-                            session.id,
-                            state.checkpoint_seq,
-                            to_seq,
-                            r.previous,
-                            r.max_chars,
-                        );
-                        self.queue(&job, view_prepared)?;
+                    Readiness::Preparing | Readiness::Absent
+                        if pending.tier() == Tier::Soft && !pending.must_fold() =>
+                    {
                         pending.without_fold()
                     }
-                    _ => {
+                    Readiness::Unusable if !preparing || request.mode == Mode::Force => {
                         let outcome = self.summary(pending.request(), summaries);
+                        pending.resume(outcome)
+                    }
+                    _ => {
+                        let outcome = SummaryOutcome::deterministic(
+                            pending.request(),
+                            Some(prepare::NOT_READY.into()),
+                        );
                         pending.resume(outcome)
                     }
                 }

@@ -5,8 +5,10 @@
 //! summary so far. Any replica's worker claims it (under a lease: a replica that dies mid-job
 //! loses it to another when the lease runs out; two never run it at once) and stores what the
 //! model wrote. The compaction that folds takes the prepared summary when it covers the start
-//! of what it folds, extending it deterministically over the events since; while the job is
-//! still running, a fold that can wait waits for a later call instead of for the model.
+//! of what it folds, extending it deterministically over the events since. While the job is
+//! still running, a soft fold is left for a later call; a fold that cannot wait (the full or
+//! emergency tier, or a view that does not fit) takes the deterministic summary. Only a forced
+//! compaction asks the model itself, within its deadline.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +21,10 @@ use crate::domain::event::{Event, EventBody, Role};
 use crate::domain::state::{JobStatus, PreparedSummary, SummaryJob};
 use crate::store::Store;
 use crate::summarize::{deterministic, Summarizer, SummaryOutcome, SummaryOutput, SummaryRequest};
+
+/// Why a fold that could not wait took the deterministic summary.
+pub const NOT_READY: &str =
+    "the model's summary of this fold was not prepared in time; deterministic summary used";
 
 /// Tries of one job before it is left as failed.
 const MAX_ATTEMPTS: i64 = 3;

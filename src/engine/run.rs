@@ -112,6 +112,11 @@ impl<'a> Pending<'a> {
         }
     }
 
+    /// The tier the compaction works at.
+    pub fn tier(&self) -> Tier {
+        self.run.tier
+    }
+
     /// Whether the fold cannot wait: the view does not fit, or the caller forced it.
     pub fn must_fold(&self) -> bool {
         self.run.input.mode == Mode::Force || self.run.before_tokens > self.run.room

@@ -50,6 +50,7 @@ async fn migrate(options: &store::StoreOptions) -> Result<(), String> {
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
     init_tracing(args.log_format);
+    args.validate()?;
     let summarizer = args.summarizer.build()?;
     if let Some(s) = &summarizer {
         tracing::info!(

@@ -16,7 +16,9 @@ use uuid::Uuid;
 use cache::{CachedView, ViewCache};
 use summary::SummaryKey;
 
-use crate::domain::compaction::{unrecorded_id, CompactionRecord, Mode, ViewMessage};
+use crate::domain::compaction::{
+    unrecorded_id, CompactionRecord, FallbackReason, Mode, ViewMessage,
+};
 use crate::domain::session::Session;
 use crate::domain::state::CompactionState;
 use crate::engine::render::{Format, Fragments};
@@ -240,8 +242,13 @@ impl Job {
         let key = SummaryKey::of(&request);
         let outcome = match summaries.kept.take() {
             Some((kept, outcome)) if kept == key => outcome,
+            // A dry run shows what a compaction would do; it never spends a model call.
+            _ if self.request.mode == Mode::DryRun => {
+                SummaryOutcome::deterministic(request, FallbackReason::DryRun, None)
+            }
             _ if summaries.asked_model => SummaryOutcome::deterministic(
                 request,
+                FallbackReason::AlreadyAsked,
                 Some(
                     "a concurrent compaction changed what this one folds; deterministic \
                      summary used rather than asking the summariser twice"
@@ -250,7 +257,9 @@ impl Job {
             ),
             _ => match self.summarizer.as_deref() {
                 // Nothing to wait for: the deterministic summary is pure.
-                None => SummaryOutcome::deterministic(request, None),
+                None => {
+                    SummaryOutcome::deterministic(request, FallbackReason::NoneConfigured, None)
+                }
                 Some(s) => {
                     summaries.asked_model = true;
                     let deadline = s.timeout().min(self.request.summary_deadline);

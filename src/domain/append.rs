@@ -5,9 +5,9 @@
 use std::collections::{HashMap, HashSet};
 
 use super::event::{Event, EventBody, NewEvent};
-use crate::tokens::{self, Tokenizer};
 use super::pairing::OpenCalls;
 use super::FieldError;
+use crate::tokens::{self, Tokenizer};
 
 /// What the log holds that matters to one batch.
 #[derive(Debug, Default)]

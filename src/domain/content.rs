@@ -85,7 +85,9 @@ impl Content {
     pub fn bytes(&self) -> usize {
         match self {
             Self::Text(text) => text.len(),
-            Self::Parts { parts, text } => text.len() + parts.iter().map(Part::bytes).sum::<usize>(),
+            Self::Parts { parts, text } => {
+                text.len() + parts.iter().map(Part::bytes).sum::<usize>()
+            }
         }
     }
 }
@@ -123,7 +125,9 @@ impl<'de> Deserialize<'de> for Content {
         match Stored::deserialize(deserializer) {
             Ok(Stored::Text(text)) => Ok(Self::Text(text)),
             Ok(Stored::Parts(parts)) => Ok(Self::parts(parts)),
-            Err(_) => Err(D::Error::custom("content must be a string or an array of parts")),
+            Err(_) => Err(D::Error::custom(
+                "content must be a string or an array of parts",
+            )),
         }
     }
 }
@@ -181,7 +185,9 @@ impl Image {
     pub fn as_url(&self) -> std::borrow::Cow<'_, str> {
         match (&self.url, &self.media_type, &self.data) {
             (Some(url), _, _) => url.as_str().into(),
-            (None, Some(media_type), Some(data)) => format!("data:{media_type};base64,{data}").into(),
+            (None, Some(media_type), Some(data)) => {
+                format!("data:{media_type};base64,{data}").into()
+            }
             _ => "".into(),
         }
     }
@@ -263,7 +269,9 @@ impl Part {
                 ..
             } => {
                 summary.iter().map(|s| tokenizer.count(s)).sum::<i64>()
-                    + encrypted_content.as_ref().map_or(0, |c| c.len().div_ceil(4) as i64)
+                    + encrypted_content
+                        .as_ref()
+                        .map_or(0, |c| c.len().div_ceil(4) as i64)
             }
         }
     }
@@ -313,7 +321,9 @@ pub fn read_part(value: &Value, at: &str) -> Result<Part, String> {
     let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
     let string = |key: &str| -> Result<String, String> {
         match map.get(key) {
-            Some(Value::String(s)) if has_nul(s) => Err(format!("{at}.{key}: {}", super::NUL_MESSAGE)),
+            Some(Value::String(s)) if has_nul(s) => {
+                Err(format!("{at}.{key}: {}", super::NUL_MESSAGE))
+            }
             Some(Value::String(s)) => Ok(s.clone()),
             _ => Err(format!("{at}.{key}: required, a string")),
         }
@@ -358,11 +368,9 @@ pub fn read_part(value: &Value, at: &str) -> Result<Part, String> {
                         None,
                         at,
                     )?),
-                    Some("url") => Part::Image(image_from_url(
-                        field("url").unwrap_or_default(),
-                        None,
-                        at,
-                    )?),
+                    Some("url") => {
+                        Part::Image(image_from_url(field("url").unwrap_or_default(), None, at)?)
+                    }
                     _ => {
                         return Err(format!(
                             "{at}.source.type: base64 or url (file sources are not supported)"
@@ -372,8 +380,8 @@ pub fn read_part(value: &Value, at: &str) -> Result<Part, String> {
             }
             // ctxd's own form, as GET /events gives it back.
             _ => {
-                let image: Image = serde_json::from_value(value.clone())
-                    .map_err(|e| format!("{at}: {e}"))?;
+                let image: Image =
+                    serde_json::from_value(value.clone()).map_err(|e| format!("{at}: {e}"))?;
                 match (&image.url, &image.media_type, &image.data) {
                     (Some(url), None, None) => Part::Image(image_from_url(url, image.detail, at)?),
                     (None, Some(t), Some(d)) => Part::Image(inline_image(t, d, image.detail, at)?),
@@ -438,7 +446,9 @@ pub fn read_part(value: &Value, at: &str) -> Result<Part, String> {
 fn image_from_url(url: &str, detail: Option<String>, at: &str) -> Result<Image, String> {
     if let Some(rest) = url.strip_prefix("data:") {
         let Some((media_type, data)) = rest.split_once(";base64,") else {
-            return Err(format!("{at}: a data: URL must be `data:<media type>;base64,<data>`"));
+            return Err(format!(
+                "{at}: a data: URL must be `data:<media type>;base64,<data>`"
+            ));
         };
         return inline_image(media_type, data, detail, at);
     }
@@ -495,7 +505,10 @@ fn image_size(data: &str) -> Option<(u32, u32)> {
         engine.decode(&data[..head]).ok()?
     };
     let size = imagesize::blob_size(&bytes).ok()?;
-    Some((u32::try_from(size.width).ok()?, u32::try_from(size.height).ok()?))
+    Some((
+        u32::try_from(size.width).ok()?,
+        u32::try_from(size.height).ok()?,
+    ))
 }
 
 /// Reads `content` given as an array of parts. Returns the errors as (path, message).
@@ -702,11 +715,20 @@ mod tests {
             "content[1]",
         )
         .unwrap();
-        let parts = vec![thinking.clone(), reasoning, Part::Text { text: "Done.".into() }];
+        let parts = vec![
+            thinking.clone(),
+            reasoning,
+            Part::Text {
+                text: "Done.".into(),
+            },
+        ];
         let content = Content::parts(parts.clone());
         assert_eq!(content.text(), "Done.");
         let json = serde_json::to_value(&content).unwrap();
-        assert_eq!(json[0], json!({"type": "thinking", "thinking": "Let me look.", "signature": "EqQBCkYIBx=="}));
+        assert_eq!(
+            json[0],
+            json!({"type": "thinking", "thinking": "Let me look.", "signature": "EqQBCkYIBx=="})
+        );
         assert_eq!(serde_json::from_value::<Content>(json).unwrap(), content);
         let t = Tokenizer::Chars4;
         assert_eq!(parts_tokens(&parts, t, false), 0);
@@ -716,11 +738,23 @@ mod tests {
     #[test]
     fn unsupported_or_broken_parts_are_named() {
         for (part, says) in [
-            (json!({"type": "input_audio"}), "`input_audio` parts are not supported"),
+            (
+                json!({"type": "input_audio"}),
+                "`input_audio` parts are not supported",
+            ),
             (json!({"type": "text"}), "content[2].text: required"),
-            (json!({"type": "image", "source": {"type": "base64", "media_type": "image/bmp", "data": "AA=="}}), "media type"),
-            (json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "bm90IGFuIGltYWdl"}}), "not a base64-encoded"),
-            (json!({"type": "image_url", "image_url": {"url": "ftp://x"}}), "http(s)"),
+            (
+                json!({"type": "image", "source": {"type": "base64", "media_type": "image/bmp", "data": "AA=="}}),
+                "media type",
+            ),
+            (
+                json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "bm90IGFuIGltYWdl"}}),
+                "not a base64-encoded",
+            ),
+            (
+                json!({"type": "image_url", "image_url": {"url": "ftp://x"}}),
+                "http(s)",
+            ),
             (json!({"type": "thinking", "thinking": "x"}), "signature"),
             (json!("text"), "an object"),
         ] {
@@ -746,6 +780,13 @@ mod tests {
         assert_eq!(image(4000, 3000, None).tokens(), 1534);
         // Low detail changes OpenAI's count only.
         assert_eq!(image(100, 100, Some("low")).tokens(), 85);
-        assert_eq!(Image { width: None, ..image(1, 1, None) }.tokens(), UNKNOWN_IMAGE_TOKENS);
+        assert_eq!(
+            Image {
+                width: None,
+                ..image(1, 1, None)
+            }
+            .tokens(),
+            UNKNOWN_IMAGE_TOKENS
+        );
     }
 }

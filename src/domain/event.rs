@@ -620,7 +620,8 @@ fn validate_message(input: EventInput, fail: &mut dyn FnMut(&str, String)) -> Op
     let may_be_empty = role == Role::Tool
         || (role == Role::Assistant
             && (!tool_calls.is_empty() || parts.iter().any(Part::is_reasoning)));
-    let says_nothing = content.text().is_empty() && !parts.iter().any(|p| matches!(p, Part::Image(_)));
+    let says_nothing =
+        content.text().is_empty() && !parts.iter().any(|p| matches!(p, Part::Image(_)));
     if says_nothing && !may_be_empty && !unreadable {
         fail(
             "content",

@@ -355,7 +355,10 @@ pub fn validate_responses(request: &Value) -> Result<(), String> {
     let mut reasoning_waits: Option<usize> = None;
     for (i, item) in items.iter().enumerate() {
         let at = format!("input[{i}]");
-        let kind = item.get("type").and_then(Value::as_str).unwrap_or("message");
+        let kind = item
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message");
         match kind {
             "message" => {
                 let role = item.get("role").and_then(Value::as_str).unwrap_or_default();
@@ -383,7 +386,9 @@ pub fn validate_responses(request: &Value) -> Result<(), String> {
                 if role == "assistant" {
                     reasoning_waits = None;
                 } else if let Some(r) = reasoning_waits {
-                    return Err(format!("input[{r}]: a reasoning item is followed by no output"));
+                    return Err(format!(
+                        "input[{r}]: a reasoning item is followed by no output"
+                    ));
                 }
             }
             "reasoning" => {

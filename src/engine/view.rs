@@ -127,7 +127,11 @@ pub fn preview_message(event: &Event, max_chars: usize, chars: i64) -> ViewMessa
 
 /// Whether an event's content holds images.
 pub fn has_images(event: &Event) -> bool {
-    event.body.parts().iter().any(|p| matches!(p, Part::Image(_)))
+    event
+        .body
+        .parts()
+        .iter()
+        .any(|p| matches!(p, Part::Image(_)))
 }
 
 /// One line per image of `event`, in place of the image.

@@ -3,8 +3,8 @@
 
 use uuid::Uuid;
 
-use super::repair::{self, Pairing};
 use super::render::Format;
+use super::repair::{self, Pairing};
 use super::view::{self, ReducedRef};
 use crate::domain::compaction::{OffloadedItem, Projection, Reason, Repairs, Summary, ViewMessage};
 use crate::domain::content::Part;

@@ -1,6 +1,5 @@
 //! `/sessions`: create, list, inspect and delete agent conversations.
 
-
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -51,7 +50,9 @@ pub(super) fn document_label_filter(api: &mut utoipa::openapi::OpenApi) {
         .and_then(|operation| operation.parameters.as_mut());
     for parameter in parameters.into_iter().flatten() {
         if parameter.name == "label" {
-            let label = ObjectBuilder::new().schema_type(Type::String).pattern(Some(format!(
+            let label = ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(format!(
                 "^[^=\\u0000]{{1,{MAX_LABEL_KEY_CHARS}}}=[^\\u0000]{{0,{MAX_LABEL_VALUE_CHARS}}}$"
             )));
             let labels = ArrayBuilder::new().items(label).max_items(Some(MAX_LABELS));

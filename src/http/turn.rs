@@ -184,11 +184,10 @@ async fn append_turn(
     };
     let format = body.format;
     // The compact answer is written as the view is made; the turn's fields are added after.
-    let (appended, answer) = turn::take_turn(deps, id, turn, move |presented| {
-        answer(format, presented)
-    })
-    .await
-    .map_err(|e| turn_error(e, id))?;
+    let (appended, answer) =
+        turn::take_turn(deps, id, turn, move |presented| answer(format, presented))
+            .await
+            .map_err(|e| turn_error(e, id))?;
     let answer = answer.map_err(|e| ApiError::Internal(format!("writing the answer: {e}")))?;
     let out = finish(answer, &appended)
         .map_err(|e| ApiError::Internal(format!("writing the answer: {e}")))?;

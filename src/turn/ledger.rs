@@ -19,7 +19,9 @@ const REMEMBERED_SESSIONS: usize = 10_000;
 pub fn fingerprint(body: &EventBody) -> u64 {
     let mut hasher = foldhash::fast::FixedState::with_seed(0x637478_64).build_hasher();
     // Both sides are canonical (arguments held as text), so their JSON is the same.
-    serde_json::to_vec(body).unwrap_or_default().hash(&mut hasher);
+    serde_json::to_vec(body)
+        .unwrap_or_default()
+        .hash(&mut hasher);
     hasher.finish()
 }
 
@@ -78,7 +80,8 @@ impl Ledger {
                 if !same_turn {
                     self.last_turn.clear();
                 }
-                self.last_turn.push((seq, id.unwrap_or_default().to_owned()));
+                self.last_turn
+                    .push((seq, id.unwrap_or_default().to_owned()));
             }
             None => self.last_turn.clear(),
         }

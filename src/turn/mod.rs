@@ -280,7 +280,10 @@ async fn what_is_new(
         .map(|m| m.fingerprint)
         .collect();
     let submitted = &read.events;
-    let prints: Vec<u64> = submitted.iter().map(|n| fingerprint(&n.event.body)).collect();
+    let prints: Vec<u64> = submitted
+        .iter()
+        .map(|n| fingerprint(&n.event.body))
+        .collect();
     let history = common_prefix(&prints, &stored);
     if history == stored.len() || history == submitted.len() {
         new.extend_from_slice(&submitted[history..]);

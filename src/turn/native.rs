@@ -41,7 +41,10 @@ pub fn read(
     let mut reader = Reader::default();
     if let Some(system) = system.filter(|s| !s.is_null()) {
         if format != Format::Anthropic {
-            reader.fail("system", "only the anthropic format takes `system`; send a system message");
+            reader.fail(
+                "system",
+                "only the anthropic format takes `system`; send a system message",
+            );
         } else {
             reader.read_anthropic_system(system);
         }
@@ -142,9 +145,11 @@ impl Reader {
                 }
                 self.events.push(Native { origin, event });
             }
-            Err(errors) => self.errors.extend(errors.into_iter().map(|e| {
-                FieldError::new(format!("messages[{origin}].{}", e.field), e.message)
-            })),
+            Err(errors) => self.errors.extend(
+                errors
+                    .into_iter()
+                    .map(|e| FieldError::new(format!("messages[{origin}].{}", e.field), e.message)),
+            ),
         }
     }
 
@@ -156,18 +161,19 @@ impl Reader {
 
     fn read_chat(&mut self, i: usize, message: &Map<String, Value>) {
         let at = format!("messages[{i}]");
-        let role = match message.get("role").and_then(Value::as_str) {
-            Some("system" | "developer") => Role::System,
-            Some("user") => Role::User,
-            Some("assistant") => Role::Assistant,
-            Some("tool") => Role::Tool,
-            other => {
-                return self.fail(
+        let role =
+            match message.get("role").and_then(Value::as_str) {
+                Some("system" | "developer") => Role::System,
+                Some("user") => Role::User,
+                Some("assistant") => Role::Assistant,
+                Some("tool") => Role::Tool,
+                other => return self.fail(
                     format!("{at}.role"),
-                    format!("{other:?} is not a chat role: system, developer, user, assistant or tool"),
-                )
-            }
-        };
+                    format!(
+                        "{other:?} is not a chat role: system, developer, user, assistant or tool"
+                    ),
+                ),
+            };
         let mut input = message_input(role);
         match content_value(message.get("content")) {
             Ok(content) => input.content = content,
@@ -274,19 +280,30 @@ impl Reader {
                 return self.push(i, input);
             }
             Some(Value::Array(blocks)) => blocks,
-            _ => return self.fail(format!("{at}.content"), "must be a string or an array of blocks"),
+            _ => {
+                return self.fail(
+                    format!("{at}.content"),
+                    "must be a string or an array of blocks",
+                )
+            }
         };
         let mut parts = Vec::new();
         let mut calls = Vec::new();
         for (k, block) in blocks.iter().enumerate() {
-            let kind = block.get("type").and_then(Value::as_str).unwrap_or_default();
+            let kind = block
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             match (role, kind) {
                 (Role::Assistant, "tool_use") => {
                     let field = |key| block.get(key).and_then(Value::as_str).unwrap_or_default();
                     calls.push(ToolCall {
                         id: field("id").to_owned(),
                         name: field("name").to_owned(),
-                        arguments: block.get("input").cloned().unwrap_or(Value::Object(Map::new())),
+                        arguments: block
+                            .get("input")
+                            .cloned()
+                            .unwrap_or(Value::Object(Map::new())),
                     });
                 }
                 (Role::User, "tool_result") => {
@@ -294,7 +311,12 @@ impl Reader {
                     let mut input = message_input(Role::Tool);
                     input.tool_call_id = id.map(str::to_owned);
                     input.name = self.result_name(id);
-                    input.is_error = Some(block.get("is_error").and_then(Value::as_bool).unwrap_or(false));
+                    input.is_error = Some(
+                        block
+                            .get("is_error")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
+                    );
                     match content_value(block.get("content")) {
                         Ok(content) => input.content = content,
                         Err(e) => return self.fail(format!("{at}.content[{k}].content"), e),
@@ -304,7 +326,10 @@ impl Reader {
                 (_, "tool_use" | "tool_result") => {
                     return self.fail(
                         format!("{at}.content[{k}]"),
-                        format!("a {kind} block does not belong in a {} message", role.as_str()),
+                        format!(
+                            "a {kind} block does not belong in a {} message",
+                            role.as_str()
+                        ),
                     )
                 }
                 _ => parts.push(without_cache_control(block)),
@@ -323,7 +348,10 @@ impl Reader {
 
     fn read_responses_item(&mut self, i: usize, item: &Map<String, Value>) {
         let at = format!("messages[{i}]");
-        let kind = item.get("type").and_then(Value::as_str).unwrap_or("message");
+        let kind = item
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message");
         match kind {
             "message" => {
                 let role = match item.get("role").and_then(Value::as_str) {
@@ -464,7 +492,10 @@ mod tests {
         ];
         let read = read(Format::Anthropic, Some(&json!("Be brief.")), &messages).unwrap();
         assert!(read.system.is_some());
-        assert_eq!(roles(&read), ["user@0", "assistant@1", "tool@2", "tool@2", "user@2"]);
+        assert_eq!(
+            roles(&read),
+            ["user@0", "assistant@1", "tool@2", "tool@2", "user@2"]
+        );
         assert_eq!(read.events[2].event.body.name(), Some("bash"));
         assert_eq!(read.events[1].event.body.parts().len(), 1);
         assert_eq!(read.events[1].event.body.tool_calls().len(), 2);
@@ -483,7 +514,16 @@ mod tests {
             json!({"role": "assistant", "content": "Anything else?"}),
         ];
         let read = read(Format::OpenaiResponses, None, &items).unwrap();
-        assert_eq!(roles(&read), ["user@0", "assistant@1", "tool@3", "assistant@4", "assistant@6"]);
+        assert_eq!(
+            roles(&read),
+            [
+                "user@0",
+                "assistant@1",
+                "tool@3",
+                "assistant@4",
+                "assistant@6"
+            ]
+        );
         assert_eq!(read.events[3].event.body.shown_text(), "Booked.");
     }
 
@@ -497,8 +537,14 @@ mod tests {
             json!({"role": "tool", "tool_call_id": "c1", "content": ""}),
         ];
         let read = read(Format::Openai, None, &messages).unwrap();
-        assert_eq!(roles(&read), ["system@0", "user@1", "assistant@2", "tool@3"]);
-        let broken = [json!({"role": "user", "content": [{"type": "input_audio"}]}), json!({"role": "robot"})];
+        assert_eq!(
+            roles(&read),
+            ["system@0", "user@1", "assistant@2", "tool@3"]
+        );
+        let broken = [
+            json!({"role": "user", "content": [{"type": "input_audio"}]}),
+            json!({"role": "robot"}),
+        ];
         let errors = super::read(Format::Openai, None, &broken).unwrap_err();
         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["messages[0].content[0].type", "messages[1].role"]);

@@ -45,7 +45,11 @@ fn boundaries(format: &str, messages: &[Value]) -> Vec<usize> {
 
 /// The list of the view an answer carries (`messages`, or Responses' `input`).
 fn view_list(format: &str, view: &Value) -> Vec<Value> {
-    let key = if format == "openai_responses" { "input" } else { "messages" };
+    let key = if format == "openai_responses" {
+        "input"
+    } else {
+        "messages"
+    };
     view[key].as_array().cloned().unwrap_or_default()
 }
 
@@ -63,8 +67,10 @@ async fn replay(app: &App, fixture: &Value, mode: Mode, window: u32) -> Replay {
     let format = fixture["format"].as_str().expect("format");
     let messages = fixture["messages"].as_array().expect("messages");
     let session = app
-        .create_session(json!({"config": {"context_window": window, "max_output_tokens": 1000,
-            "tokenizer": "chars4", "min_tail_messages": 6}}))
+        .create_session(
+            json!({"config": {"context_window": window, "max_output_tokens": 1000,
+            "tokenizer": "chars4", "min_tail_messages": 6}}),
+        )
         .await;
     let mut replay = Replay {
         session: session.clone(),
@@ -89,12 +95,23 @@ async fn replay(app: &App, fixture: &Value, mode: Mode, window: u32) -> Replay {
             body["system"] = system.clone();
         }
         if let Some(answer) = &last {
-            let ours = answer["record"]["input_tokens_estimate"].as_i64().expect("estimate");
-            let key = if format == "openai" { "prompt_tokens" } else { "input_tokens" };
+            let ours = answer["record"]["input_tokens_estimate"]
+                .as_i64()
+                .expect("estimate");
+            let key = if format == "openai" {
+                "prompt_tokens"
+            } else {
+                "input_tokens"
+            };
             body["usage"] = json!({ key: ours + ours / 10, "output_tokens": 50 });
         }
         let reply = app.post(&format!("/sessions/{session}/turn"), &body).await;
-        assert_eq!(reply.status, StatusCode::OK, "{mode:?} at {cut}: {}", reply.body);
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "{mode:?} at {cut}: {}",
+            reply.body
+        );
         replay
             .views
             .push(json!({"format": format, "view": reply.body["view"]}));
@@ -140,7 +157,9 @@ async fn replay_in_every_mode(app: &App, name: &str, window: u32) -> Vec<Replay>
     for replay in &replays {
         for format in ["openai", "openai_responses", "anthropic"] {
             let path = format!("/sessions/{}/compact", replay.session);
-            let reply = app.post(&path, &json!({"format": format, "mode": "dry_run"})).await;
+            let reply = app
+                .post(&path, &json!({"format": format, "mode": "dry_run"}))
+                .await;
             assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
             views.push(json!({"format": format, "view": reply.body["view"]}));
         }
@@ -179,7 +198,9 @@ fn reasoning_around_last_user_turn(format: &str, view: &Value) -> (usize, usize)
             m["content"].as_array().map_or(0, |blocks| {
                 blocks
                     .iter()
-                    .filter(|b| matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking")))
+                    .filter(|b| {
+                        matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking"))
+                    })
                     .count()
             })
         }

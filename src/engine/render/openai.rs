@@ -174,7 +174,13 @@ pub(super) fn openai<'a>(messages: &'a [ViewMessage<'a>]) -> OpenaiRequest<'a> {
                 let calls = tool_calls_of(message);
                 for (call, result) in calls.iter().zip(&results) {
                     let key = result.and_then(|r| PartKey::of(r, 0));
-                    rendered.push(Keyed::by(key, OpenaiPart::Result { call, result: *result }));
+                    rendered.push(Keyed::by(
+                        key,
+                        OpenaiPart::Result {
+                            call,
+                            result: *result,
+                        },
+                    ));
                 }
                 for result in results.into_iter().flatten().filter(|r| has_images(r)) {
                     let key = PartKey::of(result, 1);

@@ -50,8 +50,13 @@ enum EasyContent<'a> {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum InputPart<'a> {
-    InputText { text: Cow<'a, str> },
-    InputImage { image_url: Cow<'a, str>, detail: &'a str },
+    InputText {
+        text: Cow<'a, str>,
+    },
+    InputImage {
+        image_url: Cow<'a, str>,
+        detail: &'a str,
+    },
 }
 
 #[derive(Serialize)]
@@ -181,7 +186,10 @@ pub(super) fn responses<'a>(messages: &'a [ViewMessage<'a>]) -> ResponsesRequest
                     index += 1;
                 };
                 if message.role == Role::Assistant && message.reasoning {
-                    let reasoning = message.parts.iter().filter(|p| matches!(p, Part::Reasoning { .. }));
+                    let reasoning = message
+                        .parts
+                        .iter()
+                        .filter(|p| matches!(p, Part::Reasoning { .. }));
                     reasoning.for_each(|part| push(ResponsesItem::Reasoning(part)));
                 }
                 let text_less = message.role == Role::Assistant && message.content.is_empty();
@@ -189,7 +197,9 @@ pub(super) fn responses<'a>(messages: &'a [ViewMessage<'a>]) -> ResponsesRequest
                     push(ResponsesItem::Message(message));
                 }
                 let calls = tool_calls_of(message);
-                calls.iter().for_each(|call| push(ResponsesItem::Call(call)));
+                calls
+                    .iter()
+                    .for_each(|call| push(ResponsesItem::Call(call)));
                 for (call, result) in calls.iter().zip(results) {
                     let key = result.and_then(|r| PartKey::of(r, 0));
                     input.push(Keyed::by(key, ResponsesItem::Output { call, result }));

@@ -88,7 +88,10 @@ impl Digest {
             // Pinned messages are constraints the agent chose to keep; notes are listed already.
             if let (true, EventBody::Message(m)) = (event.pinned, &event.body) {
                 if m.role != Role::System && !m.content.text().trim().is_empty() {
-                    let note = one_line(&format!("{}: {}", m.role.as_str(), m.content.text()), NOTE_CHARS);
+                    let note = one_line(
+                        &format!("{}: {}", m.role.as_str(), m.content.text()),
+                        NOTE_CHARS,
+                    );
                     latest.decision = Some(note.clone());
                     self.push(Section::Notes, note);
                 }

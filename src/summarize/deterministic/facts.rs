@@ -53,7 +53,7 @@ impl Digest {
                                 .and_then(|id| calls.get(id).cloned())
                                 .or_else(|| m.name.clone())
                                 .unwrap_or_else(|| "a tool call".into());
-                            let line = first_line(m.content.text(), ERROR_CHARS);
+                            let line = error_line(m.content.text(), ERROR_CHARS);
                             let line = if line.is_empty() {
                                 "failed with no output".to_owned()
                             } else {
@@ -201,6 +201,32 @@ impl Digest {
             tried_solution: anchor(latest.error.as_deref()),
             next_step: anchor(latest.plan.as_deref()),
         }
+    }
+}
+
+/// The line of a failed tool's output that says what went wrong: the last line of a Python
+/// traceback, else the first line that reads as an error (`error[E…]`, `error:`, `Error:`,
+/// `FAILED`, `panicked at`), else the first line. Build tools print progress first
+/// ("Compiling billing v0.3.1"), which says nothing of the failure.
+pub(super) fn error_line(text: &str, max_chars: usize) -> String {
+    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    if text.contains("Traceback (most recent call last):") {
+        if let Some(last) = lines().last() {
+            return one_line(last, max_chars);
+        }
+    }
+    let reads_as_error = |line: &str| {
+        let lower = line.to_ascii_lowercase();
+        lower.starts_with("error[e")
+            || lower.starts_with("error:")
+            || line.starts_with("FAILED")
+            || line.contains(" FAILED")
+            || line.contains("panicked at")
+            || line.contains("Error:")
+    };
+    match lines().find(|l| reads_as_error(l)) {
+        Some(line) => one_line(line, max_chars),
+        None => first_line(text, max_chars),
     }
 }
 

@@ -161,19 +161,20 @@ impl Reader {
 
     fn read_chat(&mut self, i: usize, message: &Map<String, Value>) {
         let at = format!("messages[{i}]");
-        let role =
-            match message.get("role").and_then(Value::as_str) {
-                Some("system" | "developer") => Role::System,
-                Some("user") => Role::User,
-                Some("assistant") => Role::Assistant,
-                Some("tool") => Role::Tool,
-                other => return self.fail(
+        let role = match message.get("role").and_then(Value::as_str) {
+            Some("system" | "developer") => Role::System,
+            Some("user") => Role::User,
+            Some("assistant") => Role::Assistant,
+            Some("tool") => Role::Tool,
+            other => {
+                return self.fail(
                     format!("{at}.role"),
                     format!(
                         "{other:?} is not a chat role: system, developer, user, assistant or tool"
                     ),
-                ),
-            };
+                )
+            }
+        };
         let mut input = message_input(role);
         match content_value(message.get("content")) {
             Ok(content) => input.content = content,

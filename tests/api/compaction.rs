@@ -403,7 +403,7 @@ async fn summariser_outcomes(backend: Backend) {
             200,
             json!({"choices": [{"message": {"content": "no json here"}}]}),
             Duration::ZERO,
-            "could not be used",
+            "refused",
         ),
         (500, json!({"error": "boom"}), Duration::ZERO, "HTTP 500"),
         (200, good_answer(), Duration::from_secs(5), "did not answer"),

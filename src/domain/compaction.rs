@@ -354,13 +354,17 @@ pub struct SummarizerInfo {
     pub kind: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    // Absent from records written before it existed; always in answers.
     #[serde(default)]
+    #[schema(required = true)]
     pub outcome: SummarizerOutcome,
     /// Null when the model's summary was used.
     #[serde(default)]
+    #[schema(required = true)]
     pub fallback_reason: Option<FallbackReason>,
     /// Calls made to the model for this summary.
     #[serde(default)]
+    #[schema(required = true)]
     pub attempts: i64,
     pub latency_ms: f64,
     /// Tokens spent, also when the answer was refused.
@@ -370,6 +374,7 @@ pub struct SummarizerInfo {
     pub output_tokens: Option<i64>,
     /// The model stopped at its output-token limit.
     #[serde(default)]
+    #[schema(required = true)]
     pub output_truncated: bool,
 }
 

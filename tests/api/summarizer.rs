@@ -245,13 +245,8 @@ async fn anchorless_narrative(backend: Backend) {
     // What the refused answer cost is still reported.
     assert_eq!(info["input_tokens"], 900);
     assert_eq!(info["output_tokens"], 60);
-    assert_eq!(
-        out["record"]["anchors"]["user_intent"]
-            .as_str()
-            .unwrap()
-            .contains("rounding"),
-        true
-    );
+    let intent = out["record"]["anchors"]["user_intent"].as_str().unwrap();
+    assert!(intent.contains("rounding"), "{intent}");
 
     let messages = out["view"]["messages"].as_array().unwrap();
     let summary = messages

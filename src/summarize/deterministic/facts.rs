@@ -211,7 +211,7 @@ impl Digest {
 pub(super) fn error_line(text: &str, max_chars: usize) -> String {
     let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
     if text.contains("Traceback (most recent call last):") {
-        if let Some(last) = lines().last() {
+        if let Some(last) = lines().next_back() {
             return one_line(last, max_chars);
         }
     }

@@ -46,6 +46,12 @@ const PATH_KEYS: [&str; 8] = [
     "directory",
     "dir",
 ];
+/// Marks the last action on a file, and the outcome of a command, in the touched list.
+const LAST_ACTION: &str = " (last: ";
+const OUTCOME: &str = " → ";
+/// Files touched between an error and a later success of the same call, named as its fix.
+const FIX_FILES: usize = 3;
+
 /// Argument keys that hold a shell command.
 const COMMAND_KEYS: [&str; 2] = ["cmd", "command"];
 /// Other arguments worth naming in a tool call.
@@ -113,11 +119,12 @@ enum Section {
     Errors,
     ToolCalls,
     Touched,
+    Folded,
     Plan,
 }
 
 impl Section {
-    const ALL: [Section; 10] = [
+    const ALL: [Section; 11] = [
         Section::FirstRequest,
         Section::Narrative,
         Section::Earlier,
@@ -127,11 +134,13 @@ impl Section {
         Section::Errors,
         Section::ToolCalls,
         Section::Touched,
+        Section::Folded,
         Section::Plan,
     ];
 
     /// Lists whose oldest items go first when the text is too long, least important first.
-    const DROP_ORDER: [Section; 6] = [
+    const DROP_ORDER: [Section; 7] = [
+        Section::Folded,
         Section::ToolCalls,
         Section::Touched,
         Section::Errors,
@@ -159,6 +168,7 @@ impl Section {
             Section::Errors => "Errors seen",
             Section::ToolCalls => "Tool calls made",
             Section::Touched => "Files and commands touched",
+            Section::Folded => "Tool outputs folded (recall by URI)",
             Section::Plan => "Last stated plan",
         }
     }

@@ -154,7 +154,8 @@ fn every_kind_of_fact_appears() {
         "## Later user requests\n- Also keep the old API working.",
         "- read_file(path=src/auth.rs)",
         "- shell(command=cargo test auth)",
-        "## Files and commands touched\n- src/auth.rs\n- $ cargo test auth",
+        "## Files and commands touched\n- src/auth.rs (last: read_file)\n- $ cargo test auth → failed",
+        "- observation://6 shell(command=cargo test auth) → failed",
         "- shell(command=cargo test auth) → error[E0425]: cannot find value `hash`",
         "- Never touch the database schema.",
         "- user: Use bcrypt, not sha1.",
@@ -460,4 +461,43 @@ fn a_failed_build_is_listed_by_its_error_not_its_progress() {
     );
     assert!(!text.contains("Compiling billing"), "{text}");
     assert!(out.summary.anchors.tried_solution.contains("error[E0425]"));
+}
+
+#[test]
+fn commands_keep_their_outcome_files_their_last_action_and_errors_their_fix() {
+    let call = |id: &str, name: &str, arguments: Value| ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments,
+    };
+    let calling = |seq, call: ToolCall| {
+        let mut m = message(Role::Assistant, "");
+        m.tool_calls = vec![call];
+        event(seq, EventBody::Message(m))
+    };
+    let test = json!({"command": "cargo test"});
+    let events = [
+        user(1, "make the tests pass"),
+        calling(2, call("a", "shell", test.clone())),
+        result(3, "a", "running 3 tests\nFAILED tests::rounding", true),
+        calling(4, call("b", "read_file", json!({"path": "src/money.rs"}))),
+        result(5, "b", "pub fn round() {}", false),
+        calling(6, call("c", "edit_file", json!({"path": "src/money.rs"}))),
+        result(7, "c", "ok", false),
+        calling(8, call("d", "shell", test)),
+        result(9, "d", "test result: ok. 3 passed", false),
+    ];
+    let out = run(&Summary::default(), &events, 4000);
+    let text = &out.summary.text;
+    for expected in [
+        "- src/money.rs (last: edit_file)\n",
+        "- $ cargo test → ok\n",
+        "shell(command=cargo test) → FAILED tests::rounding (fixed after changing src/money.rs)",
+        "- observation://3 shell(command=cargo test) → failed",
+        "- observation://9 shell(command=cargo test) → ok",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    assert!(!text.contains("(last: read_file)"), "{text}");
+    assert!(!text.contains("$ cargo test → failed"), "{text}");
 }

@@ -36,7 +36,9 @@ pub(super) fn prompt(request: &SummaryRequest<'_>) -> Prompt {
          summary that still matters, and add what the new events establish: the user's requests \
          (keep the first one verbatim), decisions and constraints, files and commands touched, \
          what was tried and what failed, and what the agent was about to do next. Be factual and \
-         concise; invent nothing.\n\n\
+         concise; invent nothing. The facts (requests, notes, files, commands, errors) are also \
+         kept verbatim beside your summary, so spend your words on what they do not say: why, \
+         what was learned and where the work stands.\n\n\
          Answer with one JSON object and nothing else:\n\
          {{\"summary\": \"<the updated narrative, at most {max_chars} characters>\", \"anchors\": \
          {{\"user_intent\": \"...\", \"execution_progress\": \"...\", \"key_decision\": \"...\", \

@@ -31,7 +31,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP service (the default).
-    Serve(ServeArgs),
+    // Boxed: the settings dwarf the other commands.
+    Serve(Box<ServeArgs>),
     /// Apply database migrations and exit.
     Migrate(DatabaseArgs),
     /// Print the OpenAPI document.

@@ -13,7 +13,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         None => serve(cli.serve).await,
-        Some(Command::Serve(args)) => serve(args).await,
+        Some(Command::Serve(args)) => serve(*args).await,
         Some(Command::Migrate(db)) => {
             init_tracing(LogFormat::Text);
             migrate(&db.store_options()).await

@@ -89,6 +89,15 @@ impl Breaker {
         };
     }
 
+    /// Whether a call at `now` would be refused, without taking the half-open trial.
+    fn refuses(&self, now: Instant) -> bool {
+        match *self.state.lock().unwrap_or_else(|e| e.into_inner()) {
+            State::Closed { .. } => false,
+            State::Open { until } => now < until,
+            State::HalfOpen => true,
+        }
+    }
+
     pub fn is_open(&self) -> bool {
         !matches!(
             *self.state.lock().unwrap_or_else(|e| e.into_inner()),
@@ -156,7 +165,8 @@ impl<S: Summarizer> Summarizer for Guarded<S> {
         &self,
         request: SummaryRequest<'_>,
     ) -> Result<SummaryOutput, SummarizeError> {
-        if self.breaker.is_open() && !self.breaker.admit(Instant::now()) {
+        // Refused at once while open, rather than after waiting for a slot.
+        if self.breaker.refuses(Instant::now()) {
             return Err(SummarizeError::CircuitOpen);
         }
         // Waiting for a slot is bounded by the caller's deadline, like the call itself.
@@ -289,6 +299,26 @@ mod tests {
         }
         assert!(matches!(ask(&*s).await, Err(SummarizeError::CircuitOpen)));
         assert_eq!(s.inner.calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn after_the_cooldown_one_trial_call_reaches_the_model() {
+        let s = guarded(
+            Duration::ZERO,
+            true,
+            CallLimits {
+                breaker_failures: 1,
+                breaker_cooldown: Duration::from_millis(100),
+                ..CallLimits::default()
+            },
+        );
+        assert!(matches!(ask(&*s).await, Err(SummarizeError::Status { .. })));
+        assert!(matches!(ask(&*s).await, Err(SummarizeError::CircuitOpen)));
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        // The trial fails: the circuit opens again.
+        assert!(matches!(ask(&*s).await, Err(SummarizeError::Status { .. })));
+        assert!(matches!(ask(&*s).await, Err(SummarizeError::CircuitOpen)));
+        assert_eq!(s.inner.calls.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

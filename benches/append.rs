@@ -418,7 +418,7 @@ impl Request {
 fn text_bytes(body: &EventBody) -> usize {
     match body {
         EventBody::Message(m) => {
-            m.content.len()
+            m.content.text().len()
                 + m.name.as_ref().map_or(0, String::len)
                 + m.tool_calls
                     .iter()

@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use ctxd::compaction::{self, cache::CachedView};
-use ctxd::domain::compaction::{CompactionRecord, Mode, Tier};
+use ctxd::domain::compaction::{CompactionRecord, FallbackReason, Mode, Tier};
 use ctxd::domain::event::{Event, EventBody, Message, Role, ToolCall};
 use ctxd::domain::session::SessionConfig;
 use ctxd::domain::state::CompactionState;
@@ -574,7 +574,7 @@ impl Service {
 
         let state = &stored.state;
 
-        let (events, fragments) = view.parts();
+        let (events, fragments, _) = view.parts();
         let head_seq = events
             .last()
             .map_or(state.checkpoint_seq, |e| e.seq)
@@ -651,7 +651,7 @@ fn setup_batch(agent: &mut AgentLog, max_events: usize) -> Vec<EventBody> {
 fn text_chars(body: &EventBody) -> usize {
     match body {
         EventBody::Message(m) => {
-            m.content.len()
+            m.content.text().len()
                 + m.tool_calls
                     .iter()
                     .map(|c| c.arguments_text().len())
@@ -1212,7 +1212,11 @@ fn run_engine(input: EngineInput<'_>) -> Result<EngineOutput<'_>, engine::Engine
     Ok(match engine::compact(input)? {
         engine::Step::Done(out) => out,
         engine::Step::Summarize(pending) => {
-            let outcome = SummaryOutcome::deterministic(pending.request(), None);
+            let outcome = SummaryOutcome::deterministic(
+                pending.request(),
+                FallbackReason::NoneConfigured,
+                None,
+            );
             pending.resume(outcome)
         }
     })

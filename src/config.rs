@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::compaction::cache::ViewCache;
 use crate::store::StoreOptions;
+use crate::summarize::guard::CallLimits;
 use crate::summarize::llm::{self, LlmConfig, LlmKind};
 use crate::summarize::Summarizer;
 
@@ -30,7 +31,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP service (the default).
-    Serve(ServeArgs),
+    // Boxed: the settings dwarf the other commands.
+    Serve(Box<ServeArgs>),
     /// Apply database migrations and exit.
     Migrate(DatabaseArgs),
     /// Print the OpenAPI document.
@@ -122,9 +124,29 @@ pub struct SummarizerArgs {
     /// A file holding the API key.
     #[arg(long, env = "CTXD_SUMMARIZER_API_KEY_FILE")]
     pub summarizer_api_key_file: Option<std::path::PathBuf>,
-    /// Longest a summary may take, in seconds, before the deterministic one is used.
-    #[arg(long, env = "CTXD_SUMMARIZER_TIMEOUT_SECS", default_value_t = 60)]
+    /// Longest a summary may take, in seconds, before the deterministic one is used. Must be
+    /// shorter than --request-timeout-secs.
+    #[arg(long, env = "CTXD_SUMMARIZER_TIMEOUT_SECS", default_value_t = 15)]
     pub summarizer_timeout_secs: u64,
+    /// Most summariser calls in flight at once across the process; a compaction that finds
+    /// none free before its deadline uses the deterministic summary.
+    #[arg(
+        long,
+        env = "CTXD_SUMMARIZER_MAX_CONCURRENT_CALLS",
+        default_value_t = 4
+    )]
+    pub summarizer_max_concurrent_calls: usize,
+    /// Consecutive summariser failures after which it is left alone for the cooldown.
+    #[arg(long, env = "CTXD_SUMMARIZER_BREAKER_FAILURES", default_value_t = 3)]
+    pub summarizer_breaker_failures: u32,
+    /// Seconds the summariser is left alone after repeated failures (longer when its
+    /// `Retry-After` asks), before one trial call.
+    #[arg(
+        long,
+        env = "CTXD_SUMMARIZER_BREAKER_COOLDOWN_SECS",
+        default_value_t = 30
+    )]
+    pub summarizer_breaker_cooldown_secs: u64,
     /// Most tokens the summariser may answer with.
     #[arg(
         long,
@@ -182,6 +204,11 @@ impl SummarizerArgs {
             api_key,
             timeout: Duration::from_secs(self.summarizer_timeout_secs),
             max_output_tokens: self.summarizer_max_output_tokens,
+            limits: CallLimits {
+                breaker_failures: self.summarizer_breaker_failures,
+                breaker_cooldown: Duration::from_secs(self.summarizer_breaker_cooldown_secs),
+                max_concurrent_calls: self.summarizer_max_concurrent_calls,
+            },
         })))
     }
 }
@@ -205,11 +232,74 @@ impl Default for Limits {
 }
 
 impl ServeArgs {
+    /// Refuses settings that contradict each other.
+    pub fn validate(&self) -> Result<(), String> {
+        let s = &self.summarizer;
+        // A compaction must be able to fall back and answer before its request times out.
+        if s.summarizer_kind != SummarizerKind::None
+            && s.summarizer_timeout_secs >= self.request_timeout_secs
+        {
+            return Err(format!(
+                "CTXD_SUMMARIZER_TIMEOUT_SECS ({}) must be shorter than \
+                 CTXD_REQUEST_TIMEOUT_SECS ({}): a compaction waits for the summariser within \
+                 its request",
+                s.summarizer_timeout_secs, self.request_timeout_secs
+            ));
+        }
+        Ok(())
+    }
+
     pub fn limits(&self) -> Limits {
         Limits {
             max_batch_events: self.max_batch_events,
             max_body_bytes: self.max_body_bytes,
             request_timeout: Duration::from_secs(self.request_timeout_secs),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve_args(args: &[&str]) -> ServeArgs {
+        let mut argv = vec!["ctxd"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv)
+            .expect("the arguments parse")
+            .serve
+    }
+
+    #[test]
+    fn a_summariser_timeout_not_shorter_than_the_request_timeout_is_refused() {
+        for timeout in ["30", "45"] {
+            let args = serve_args(&[
+                "--summarizer-kind=openai",
+                "--summarizer-timeout-secs",
+                timeout,
+                "--request-timeout-secs=30",
+            ]);
+            let error = args.validate().unwrap_err();
+            assert!(error.contains("CTXD_SUMMARIZER_TIMEOUT_SECS"), "{error}");
+            assert!(error.contains("CTXD_REQUEST_TIMEOUT_SECS"), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_defaults_and_a_shorter_summariser_timeout_are_accepted() {
+        serve_args(&["--summarizer-kind=anthropic"])
+            .validate()
+            .unwrap();
+        serve_args(&[
+            "--summarizer-kind=openai",
+            "--summarizer-timeout-secs=29",
+            "--request-timeout-secs=30",
+        ])
+        .validate()
+        .unwrap();
+        // Without a summariser its timeout does not matter.
+        serve_args(&["--summarizer-timeout-secs=90"])
+            .validate()
+            .unwrap();
     }
 }

@@ -13,7 +13,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         None => serve(cli.serve).await,
-        Some(Command::Serve(args)) => serve(args).await,
+        Some(Command::Serve(args)) => serve(*args).await,
         Some(Command::Migrate(db)) => {
             init_tracing(LogFormat::Text);
             migrate(&db.store_options()).await
@@ -50,6 +50,7 @@ async fn migrate(options: &store::StoreOptions) -> Result<(), String> {
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
     init_tracing(args.log_format);
+    args.validate()?;
     let summarizer = args.summarizer.build()?;
     if let Some(s) = &summarizer {
         tracing::info!(

@@ -18,7 +18,9 @@ use cache::{CachedView, ViewCache};
 use prepare::Readiness;
 use summary::SummaryKey;
 
-use crate::domain::compaction::{unrecorded_id, CompactionRecord, Mode, Tier, ViewMessage};
+use crate::domain::compaction::{
+    unrecorded_id, CompactionRecord, FallbackReason, Mode, Tier, ViewMessage,
+};
 use crate::domain::session::Session;
 use crate::domain::state::CompactionState;
 use crate::domain::state::SummaryJob;
@@ -59,6 +61,9 @@ pub enum CompactError {
 }
 
 /// What one attempt came to.
+// Made and taken apart once per compaction: boxing the larger variant would only add an
+// allocation.
+#[allow(clippy::large_enum_variant)]
 enum Attempt<V> {
     /// The view, presented, with the state as now stored when it was written.
     Done {
@@ -223,7 +228,7 @@ impl Job {
                     self.queue(&job, view_prepared)?;
                 }
                 match readiness {
-                    Readiness::Ready(outcome) => pending.resume(outcome),
+                    Readiness::Ready(outcome) => pending.resume(*outcome),
                     Readiness::Preparing | Readiness::Absent
                         if pending.tier() == Tier::Soft && !pending.must_fold() =>
                     {
@@ -236,7 +241,8 @@ impl Job {
                     _ => {
                         let outcome = SummaryOutcome::deterministic(
                             pending.request(),
-                            Some(prepare::NOT_READY.into()),
+                            FallbackReason::NotPrepared,
+                            None,
                         );
                         pending.resume(outcome)
                     }
@@ -312,8 +318,13 @@ impl Job {
         let key = SummaryKey::of(&request);
         let outcome = match summaries.kept.take() {
             Some((kept, outcome)) if kept == key => outcome,
+            // A dry run shows what a compaction would do; it never spends a model call.
+            _ if self.request.mode == Mode::DryRun => {
+                SummaryOutcome::deterministic(request, FallbackReason::DryRun, None)
+            }
             _ if summaries.asked_model => SummaryOutcome::deterministic(
                 request,
+                FallbackReason::AlreadyAsked,
                 Some(
                     "a concurrent compaction changed what this one folds; deterministic \
                      summary used rather than asking the summariser twice"
@@ -322,7 +333,9 @@ impl Job {
             ),
             _ => match self.summarizer.as_deref() {
                 // Nothing to wait for: the deterministic summary is pure.
-                None => SummaryOutcome::deterministic(request, None),
+                None => {
+                    SummaryOutcome::deterministic(request, FallbackReason::NoneConfigured, None)
+                }
                 Some(s) => {
                     summaries.asked_model = true;
                     let deadline = s.timeout().min(self.request.summary_deadline);

@@ -16,15 +16,11 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::summary;
-use crate::domain::compaction::{SummarizerInfo, Summary};
+use crate::domain::compaction::{SummarizerInfo, SummarizerOutcome, Summary};
 use crate::domain::event::{Event, EventBody, Role};
 use crate::domain::state::{JobStatus, PreparedSummary, SummaryJob};
 use crate::store::Store;
 use crate::summarize::{deterministic, Summarizer, SummaryOutcome, SummaryOutput, SummaryRequest};
-
-/// Why a fold that could not wait took the deterministic summary.
-pub const NOT_READY: &str =
-    "the model's summary of this fold was not prepared in time; deterministic summary used";
 
 /// Tries of one job before it is left as failed.
 const MAX_ATTEMPTS: i64 = 3;
@@ -93,7 +89,8 @@ async fn run(store: &dyn Store, summarizer: &dyn Summarizer, job: &SummaryJob) {
         max_chars: job.max_chars,
     };
     let outcome = summary::summarize(Some(summarizer), request, summarizer.timeout()).await;
-    let prepared = outcome.fallback_reason.is_none().then(|| PreparedSummary {
+    let used = outcome.output.info.outcome == SummarizerOutcome::Used;
+    let prepared = used.then_some(PreparedSummary {
         summary: outcome.output.summary,
         info: outcome.output.info,
     });
@@ -105,7 +102,7 @@ async fn run(store: &dyn Store, summarizer: &dyn Summarizer, job: &SummaryJob) {
 /// What a compaction that folds can do about its summary.
 pub enum Readiness {
     /// A prepared summary covers the start of the fold: here is the whole fold's summary.
-    Ready(SummaryOutcome),
+    Ready(Box<SummaryOutcome>),
     /// A job for it is queued or running.
     Preparing,
     /// No job at this checkpoint yet.
@@ -125,7 +122,7 @@ pub fn readiness(job: Option<(SummaryJob, JobStatus)>, request: SummaryRequest<'
         && request.events.last().is_some_and(|e| e.seq >= job.to_seq);
     match status {
         JobStatus::Done(prepared) if covers => {
-            Readiness::Ready(extend(prepared, request, job.to_seq))
+            Readiness::Ready(Box::new(extend(*prepared, request, job.to_seq)))
         }
         JobStatus::InFlight if covers => Readiness::Preparing,
         _ => Readiness::Unusable,
@@ -141,6 +138,7 @@ fn extend(prepared: PreparedSummary, request: SummaryRequest<'_>, to_seq: i64) -
         .filter(|e| e.seq > to_seq)
         .collect();
     let info = SummarizerInfo {
+        outcome: SummarizerOutcome::Prepared,
         // The agent did not wait for the model.
         latency_ms: 0.0,
         ..prepared.info
@@ -157,7 +155,7 @@ fn extend(prepared: PreparedSummary, request: SummaryRequest<'_>, to_seq: i64) -
     };
     SummaryOutcome {
         output: SummaryOutput { summary, info },
-        fallback_reason: None,
+        error: None,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::domain::compaction::Summary;
+use crate::domain::compaction::{FallbackReason, Summary};
 use crate::summarize::{SummarizeError, Summarizer, SummaryOutcome, SummaryRequest};
 
 /// What a summary is of: the summary it extends, the events it covers and its bound. Two
@@ -27,14 +27,15 @@ impl SummaryKey {
 }
 
 /// Summarises `request` with `summarizer` when there is one and it answers within `deadline`;
-/// otherwise with the deterministic summariser, saying why.
+/// otherwise with the deterministic summariser, saying why. Never fails and never waits past
+/// `deadline`.
 pub async fn summarize(
     summarizer: Option<&dyn Summarizer>,
     request: SummaryRequest<'_>,
     deadline: Duration,
 ) -> SummaryOutcome {
     let Some(s) = summarizer else {
-        return SummaryOutcome::deterministic(request, None);
+        return SummaryOutcome::deterministic(request, FallbackReason::NoneConfigured, None);
     };
     let started = Instant::now();
     let answer = match tokio::time::timeout(deadline, s.summarize(request)).await {
@@ -44,19 +45,30 @@ pub async fn summarize(
     match answer {
         Ok(output) => SummaryOutcome {
             output,
-            fallback_reason: None,
+            error: None,
         },
         Err(e) => {
             tracing::warn!(summarizer = s.kind(), error = %e, "summariser failed; falling back to the deterministic summary");
             let mut outcome = SummaryOutcome::deterministic(
                 request,
+                e.reason(),
                 Some(format!(
                     "{} summariser failed, deterministic summary used: {e}",
                     s.kind()
                 )),
             );
+            let info = &mut outcome.output.info;
             // The agent waited for the model before the fallback: the record says how long.
-            outcome.output.info.latency_ms = started.elapsed().as_secs_f64() * 1e3;
+            info.latency_ms = started.elapsed().as_secs_f64() * 1e3;
+            info.attempts = match e {
+                SummarizeError::CircuitOpen => 0,
+                _ => 1,
+            };
+            if let SummarizeError::Refused { spent, .. } = e {
+                info.input_tokens = spent.input_tokens;
+                info.output_tokens = spent.output_tokens;
+                info.output_truncated = spent.output_truncated;
+            }
             outcome
         }
     }
@@ -71,6 +83,7 @@ mod tests {
     use super::*;
     use crate::domain::compaction::Anchors;
     use crate::domain::event::{Event, EventBody, Message, Role};
+    use crate::summarize::guard::CallLimits;
     use crate::summarize::llm::{self, LlmConfig, LlmKind};
 
     /// A provider on a loopback port that answers `status` and `body` after `delay`.
@@ -90,6 +103,7 @@ mod tests {
             // The operator's bound is generous: the deadline below is what must hold.
             timeout: Duration::from_secs(30),
             max_output_tokens: 100,
+            limits: CallLimits::default(),
         })
     }
 
@@ -137,7 +151,12 @@ mod tests {
             .summary
             .text
             .contains("Please fix the login bug."));
-        let reason = outcome.fallback_reason.expect("the failure is reported");
+        assert_eq!(
+            outcome.output.info.fallback_reason,
+            Some(FallbackReason::HttpStatus)
+        );
+        assert_eq!(outcome.output.info.attempts, 1);
+        let reason = outcome.error.expect("the failure is reported");
         assert!(reason.contains("openai"), "{reason}");
         assert!(reason.contains("HTTP 500"), "{reason}");
         assert!(reason.contains("boom"), "{reason}");
@@ -154,7 +173,11 @@ mod tests {
             started.elapsed()
         );
         assert_eq!(outcome.output.info.kind, "deterministic");
-        let reason = outcome.fallback_reason.expect("the timeout is reported");
+        assert_eq!(
+            outcome.output.info.fallback_reason,
+            Some(FallbackReason::Timeout)
+        );
+        let reason = outcome.error.expect("the timeout is reported");
         assert!(reason.contains("did not answer within 200ms"), "{reason}");
     }
 

@@ -310,18 +310,91 @@ pub struct OffloadedItem {
     pub uri: String,
 }
 
-/// Which summariser made a summary, and what it cost.
+/// Whether a model's summary was used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SummarizerOutcome {
+    /// The model answered within the deadline and its narrative was accepted.
+    Used,
+    /// The deterministic summary stands in; `fallback_reason` says why.
+    #[default]
+    Fallback,
+    /// A model's summary prepared ahead of the compaction was used.
+    Prepared,
+}
+
+/// Why the deterministic summary stands in for a model's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FallbackReason {
+    /// The model did not answer within the deadline, or no call slot freed up in time.
+    Timeout,
+    /// The model answered an HTTP error.
+    HttpStatus,
+    /// The model could not be reached.
+    Unreachable,
+    /// The provider's answer is not its API's JSON.
+    Malformed,
+    /// The model's narrative was empty, too long, not the JSON asked for, or without anchors.
+    RefusedNarrative,
+    /// Recent calls failed: the model is left alone for a while.
+    CircuitOpen,
+    /// A concurrent compaction changed what this one folds after the model was asked once.
+    AlreadyAsked,
+    /// The compaction is a dry run, which never calls a model.
+    DryRun,
+    /// The model's summary of the fold was still being prepared, and the fold could not wait.
+    NotPrepared,
+    /// No model is configured, or the tier never asks one (emergency).
+    NoneConfigured,
+}
+
+/// Which summariser made a summary, what happened and what it cost.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SummarizerInfo {
     /// `openai`, `anthropic` or `deterministic`.
     pub kind: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    // Absent from records written before it existed; always in answers.
+    #[serde(default)]
+    #[schema(required = true)]
+    pub outcome: SummarizerOutcome,
+    /// Null when the model's summary was used.
+    #[serde(default)]
+    #[schema(required = true)]
+    pub fallback_reason: Option<FallbackReason>,
+    /// Calls made to the model for this summary.
+    #[serde(default)]
+    #[schema(required = true)]
+    pub attempts: i64,
     pub latency_ms: f64,
+    /// Tokens spent, also when the answer was refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<i64>,
+    /// The model stopped at its output-token limit.
+    #[serde(default)]
+    #[schema(required = true)]
+    pub output_truncated: bool,
+}
+
+impl SummarizerInfo {
+    /// The deterministic summariser's, standing in for `reason`.
+    pub fn deterministic(reason: FallbackReason) -> Self {
+        Self {
+            kind: "deterministic".into(),
+            model: None,
+            outcome: SummarizerOutcome::Fallback,
+            fallback_reason: Some(reason),
+            attempts: 0,
+            latency_ms: 0.0,
+            input_tokens: None,
+            output_tokens: None,
+            output_truncated: false,
+        }
+    }
 }
 
 /// What tool-pair repair changed so that the view is a valid provider request.

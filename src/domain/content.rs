@@ -697,8 +697,8 @@ mod tests {
             };
             assert_eq!((image.width, image.height), (Some(1280), Some(800)));
             assert_eq!(image.data.as_deref(), Some(data.as_str()));
-            // OpenAI: 1229x768 -> 3x2 tiles; Anthropic: 1280*800/750.
-            assert_eq!(image.tokens(), 1366.max(85 + 170 * 6));
+            // Anthropic: 1280*800/750 = 1366, over OpenAI's 85 + 170 * 6 (1229x768: 3x2 tiles).
+            assert_eq!(image.tokens(), 1366);
         }
     }
 

@@ -170,7 +170,7 @@ pub enum JobStatus {
     /// Waiting for a replica, or being run by one.
     InFlight,
     /// Prepared: the summary and who made it.
-    Done(PreparedSummary),
+    Done(Box<PreparedSummary>),
     /// The model failed it (it is not tried again at this checkpoint).
     Failed,
 }

@@ -17,6 +17,9 @@ use crate::domain::state::CompactionState;
 
 /// Where a compaction stands: done, or waiting for a summary.
 #[derive(Debug)]
+// Made and taken apart once per compaction: boxing the larger variant would only add an
+// allocation.
+#[allow(clippy::large_enum_variant)]
 pub enum Step<'a> {
     Done(EngineOutput<'a>),
     Summarize(Pending<'a>),

@@ -5,7 +5,9 @@ use uuid::Uuid;
 
 use super::view;
 use super::working::{always_kept, cut_summary, offloaded_item, Live, Working};
-use crate::domain::compaction::{OffloadedItem, Projection, Reason, SummarizerInfo};
+use crate::domain::compaction::{
+    FallbackReason, OffloadedItem, Projection, Reason, SummarizerInfo,
+};
 use crate::domain::state::FoldedRange;
 use crate::summarize::{deterministic, SummaryRequest};
 use crate::tokens::Tokenizer;
@@ -21,13 +23,7 @@ pub(super) fn emergency(
     offloaded: &mut Vec<OffloadedItem>,
 ) -> (Vec<i64>, SummarizerInfo) {
     let mut evicted = Vec::new();
-    let mut info = SummarizerInfo {
-        kind: "deterministic".into(),
-        model: None,
-        latency_ms: 0.0,
-        input_tokens: None,
-        output_tokens: None,
-    };
+    let mut info = SummarizerInfo::deterministic(FallbackReason::NoneConfigured);
     let valid = work.valid_cuts();
     // Cheapest first: the fewest items folded that make the rest fit (linear in the view).
     let fixed: i64 = work.tokens() - work.live.iter().map(|l| l.tokens).sum::<i64>();

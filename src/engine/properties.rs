@@ -7,7 +7,10 @@ use proptest::prelude::*;
 use super::render::{render_anthropic, render_openai, render_responses};
 use super::tests::{config, run_with, Log};
 use super::validate::{validate_anthropic, validate_openai, validate_responses};
-use crate::domain::compaction::{is_unknown, Anchors, Mode, Projection, SummarizerInfo, Summary};
+use crate::domain::compaction::{
+    is_unknown, Anchors, FallbackReason, Mode, Projection, SummarizerInfo, SummarizerOutcome,
+    Summary,
+};
 use crate::domain::state::CompactionState;
 use crate::summarize::{SummaryOutcome, SummaryOutput, SummaryRequest};
 
@@ -57,10 +60,14 @@ enum Summariser {
 
 fn summarise(who: Summariser, request: SummaryRequest<'_>) -> SummaryOutcome {
     match who {
-        Summariser::Deterministic => SummaryOutcome::deterministic(request, None),
-        Summariser::Failing => {
-            SummaryOutcome::deterministic(request, Some("the model answered HTTP 500".into()))
+        Summariser::Deterministic => {
+            SummaryOutcome::deterministic(request, FallbackReason::NoneConfigured, None)
         }
+        Summariser::Failing => SummaryOutcome::deterministic(
+            request,
+            FallbackReason::HttpStatus,
+            Some("the model answered HTTP 500".into()),
+        ),
         Summariser::Verbose => {
             let seqs: Vec<String> = request.events.iter().map(|e| e.seq.to_string()).collect();
             let text: String = format!("Covered {}. ", seqs.join(", "))
@@ -79,12 +86,16 @@ fn summarise(who: Summariser, request: SummaryRequest<'_>) -> SummaryOutcome {
                     info: SummarizerInfo {
                         kind: "openai".into(),
                         model: Some("verbose".into()),
+                        outcome: SummarizerOutcome::Used,
+                        fallback_reason: None,
+                        attempts: 1,
                         latency_ms: 1.0,
                         input_tokens: None,
                         output_tokens: None,
+                        output_truncated: false,
                     },
                 },
-                fallback_reason: None,
+                error: None,
             }
         }
     }

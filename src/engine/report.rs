@@ -299,7 +299,7 @@ impl<'s> Page<'s> {
             .map(|i| i.seq)
             .filter(|&seq| seq <= self.state.checkpoint_seq);
         let first = folded.next()?;
-        Some((first, folded.last().unwrap_or(first)))
+        Some((first, folded.next_back().unwrap_or(first)))
     }
 
     /// The page's items with their standing, and the `after_seq` of the next page (None on

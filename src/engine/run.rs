@@ -138,7 +138,7 @@ impl<'a> Pending<'a> {
             events,
         } = self;
         let id = run.input.compaction_id;
-        run.error = outcome.fallback_reason;
+        run.error = outcome.error;
         run.summarizer = Some(outcome.output.info);
         run.summarized_seqs.extend(events.iter().map(|e| e.seq));
         let reason = Reason::Summarized;

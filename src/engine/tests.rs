@@ -6,7 +6,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{compact, EngineError, EngineInput, EngineOutput, Step};
-use crate::domain::compaction::{Mode, Projection, Tier, ViewMessage};
+use crate::domain::compaction::{FallbackReason, Mode, Projection, Tier, ViewMessage};
 use crate::domain::event::{Event, EventInput};
 use crate::domain::session::SessionConfig;
 use crate::domain::state::CompactionState;
@@ -101,7 +101,7 @@ pub(super) async fn run(
         tools_tokens,
         mode,
         overflow_retry,
-        &|request| SummaryOutcome::deterministic(request, None),
+        &|request| SummaryOutcome::deterministic(request, FallbackReason::NoneConfigured, None),
     )
 }
 

@@ -291,7 +291,7 @@ impl JobRow {
 
     pub(super) fn status(self) -> JobStatus {
         match (self.status.as_str(), self.result) {
-            ("done", Some(prepared)) => JobStatus::Done(prepared),
+            ("done", Some(prepared)) => JobStatus::Done(Box::new(prepared)),
             ("failed", _) | ("done", None) => JobStatus::Failed,
             _ => JobStatus::InFlight,
         }

@@ -6,13 +6,14 @@
 //! error is reported so that the compaction record can say why.
 
 pub mod deterministic;
+pub mod guard;
 pub mod llm;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::domain::compaction::{SummarizerInfo, Summary};
+use crate::domain::compaction::{FallbackReason, SummarizerInfo, Summary};
 use crate::domain::event::Event;
 
 /// What a summariser is asked to do.
@@ -33,16 +34,47 @@ pub struct SummaryOutput {
     pub info: SummarizerInfo,
 }
 
+/// Tokens a model's answer cost, and whether it stopped at its output limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spent {
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub output_truncated: bool,
+}
+
+/// Why a model's summary is not used. Every text in it is free of the API key.
 #[derive(Debug, thiserror::Error)]
 pub enum SummarizeError {
     #[error("the summariser did not answer within {0:?}")]
     Timeout(Duration),
     #[error("the summariser answered HTTP {status}: {body}")]
-    Status { status: u16, body: String },
-    #[error("the summariser's answer could not be used: {0}")]
-    Unparsable(String),
+    Status {
+        status: u16,
+        body: String,
+        /// What a 429 or 503 answer's `Retry-After` asked for.
+        retry_after: Option<Duration>,
+    },
+    #[error("the summariser's answer is not its API's JSON: {0}")]
+    Malformed(String),
+    #[error("the summariser's narrative was refused: {why}")]
+    Refused { why: String, spent: Spent },
     #[error("the summariser could not be reached: {0}")]
     Transport(String),
+    #[error("the summariser failed repeatedly and is not called for a while")]
+    CircuitOpen,
+}
+
+impl SummarizeError {
+    pub fn reason(&self) -> FallbackReason {
+        match self {
+            Self::Timeout(_) => FallbackReason::Timeout,
+            Self::Status { .. } => FallbackReason::HttpStatus,
+            Self::Malformed(_) => FallbackReason::Malformed,
+            Self::Refused { .. } => FallbackReason::RefusedNarrative,
+            Self::Transport(_) => FallbackReason::Unreachable,
+            Self::CircuitOpen => FallbackReason::CircuitOpen,
+        }
+    }
 }
 
 #[async_trait]
@@ -55,20 +87,23 @@ pub trait Summarizer: Send + Sync + 'static {
         -> Result<SummaryOutput, SummarizeError>;
 }
 
-/// A summary to fold in, and why the deterministic one stands in for a model's, if it does.
+/// A summary to fold in, and what failed when the deterministic one stands in for a model's.
 #[derive(Debug, Clone)]
 pub struct SummaryOutcome {
     pub output: SummaryOutput,
-    pub fallback_reason: Option<String>,
+    /// The record's `error`.
+    pub error: Option<String>,
 }
 
 impl SummaryOutcome {
-    /// The deterministic summary of `request`; `reason` says why no model wrote it (none when
-    /// no model is configured).
-    pub fn deterministic(request: SummaryRequest<'_>, reason: Option<String>) -> Self {
-        Self {
-            output: deterministic::summarize(request),
-            fallback_reason: reason,
-        }
+    /// The deterministic summary of `request`, standing in for a model's for `reason`.
+    pub fn deterministic(
+        request: SummaryRequest<'_>,
+        reason: FallbackReason,
+        error: Option<String>,
+    ) -> Self {
+        let mut output = deterministic::summarize(request);
+        output.info.fallback_reason = Some(reason);
+        Self { output, error }
     }
 }

@@ -4,7 +4,7 @@
 //! behind: a turn reads what was appended since (by any replica, by any path) before it matches.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Mutex;
 
 use uuid::Uuid;
@@ -17,12 +17,9 @@ const REMEMBERED_SESSIONS: usize = 10_000;
 /// A fingerprint of what an event says: equal bodies (tool-call arguments held as text) have
 /// equal fingerprints.
 pub fn fingerprint(body: &EventBody) -> u64 {
-    let mut hasher = foldhash::fast::FixedState::with_seed(0x637478_64).build_hasher();
     // Both sides are canonical (arguments held as text), so their JSON is the same.
-    serde_json::to_vec(body)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    hasher.finish()
+    let json = serde_json::to_vec(body).unwrap_or_default();
+    foldhash::fast::FixedState::with_seed(0x6374_7864).hash_one(json)
 }
 
 /// A stored message.

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctxd::engine::validate::{validate_anthropic, validate_openai};
+use ctxd::summarize::guard::CallLimits;
 use ctxd::summarize::llm::{self, LlmConfig, LlmKind};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -351,6 +352,7 @@ async fn with_provider(backend: Backend, base_url: String, timeout: Duration) ->
             api_key: Some("sk-test".into()),
             timeout,
             max_output_tokens: 500,
+            limits: CallLimits::default(),
         }),
     )
     .await
@@ -401,7 +403,7 @@ async fn summariser_outcomes(backend: Backend) {
             200,
             json!({"choices": [{"message": {"content": "no json here"}}]}),
             Duration::ZERO,
-            "could not be used",
+            "refused",
         ),
         (500, json!({"error": "boom"}), Duration::ZERO, "HTTP 500"),
         (200, good_answer(), Duration::from_secs(5), "did not answer"),

@@ -18,4 +18,5 @@ mod schema;
 mod sessions;
 mod shutdown;
 mod store;
+mod summarizer;
 mod turn;

@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctxd::domain::compaction::{SummarizerInfo, Summary};
+use ctxd::domain::compaction::{SummarizerInfo, SummarizerOutcome, Summary};
 use ctxd::domain::session::NewSession;
 use ctxd::domain::state::{JobStatus, PreparedSummary, SummaryJob};
 use ctxd::store::Store;
+use ctxd::summarize::guard::CallLimits;
 use ctxd::summarize::llm::{self, LlmConfig, LlmKind};
 use serde_json::{json, Value};
 use tokio::sync::Semaphore;
@@ -38,9 +39,13 @@ fn prepared(text: &str) -> PreparedSummary {
         info: SummarizerInfo {
             kind: "openai".into(),
             model: Some("m".into()),
+            outcome: SummarizerOutcome::Used,
+            fallback_reason: None,
+            attempts: 1,
             latency_ms: 2_000.0,
             input_tokens: Some(900),
             output_tokens: Some(60),
+            output_truncated: false,
         },
     }
 }
@@ -76,7 +81,7 @@ store_on_both_backends! {
         match store.summary_job(session, held.checkpoint_seq).await.unwrap() {
             Some((stored, JobStatus::Done(p))) => {
                 assert_eq!(stored, held);
-                assert_eq!(p, prepared("the model's summary"));
+                assert_eq!(*p, prepared("the model's summary"));
             }
             other => panic!("{other:?}"),
         }
@@ -151,6 +156,7 @@ async fn a_model_that_does_not_answer_holds_up_no_compaction(backend: Backend) {
             api_key: None,
             timeout: Duration::from_secs(20),
             max_output_tokens: 500,
+            limits: CallLimits::default(),
         }),
     )
     .await;

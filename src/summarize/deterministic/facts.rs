@@ -18,8 +18,10 @@ impl Digest {
         may_set_first_request: bool,
     ) -> LatestFacts {
         let mut latest = LatestFacts::default();
-        // Tool results name their call by id; remember each call's description to say what failed.
-        let mut calls: HashMap<&str, String> = HashMap::new();
+        // Tool results name their call by id; remember what each call was to say what failed.
+        let mut calls: HashMap<&str, CallFacts> = HashMap::new();
+        // Errors not yet followed by a success of the same call, with the files touched since.
+        let mut open_errors: Vec<(String, usize, Vec<String>)> = Vec::new();
 
         for event in events {
             match &event.body {
@@ -41,19 +43,35 @@ impl Digest {
                             latest.plan = Some(m.content.text().to_owned());
                         }
                         for call in &m.tool_calls {
-                            let described = self.add_tool_call(call);
-                            calls.insert(call.id.as_str(), described);
+                            let facts = self.add_tool_call(call);
+                            for (_, _, touched) in &mut open_errors {
+                                touched.extend(facts.paths.iter().cloned());
+                            }
+                            calls.insert(call.id.as_str(), facts);
                         }
                     }
                     Role::Tool => {
-                        if m.is_error == Some(true) {
-                            let attempt = m
-                                .tool_call_id
-                                .as_deref()
-                                .and_then(|id| calls.get(id).cloned())
-                                .or_else(|| m.name.clone())
-                                .unwrap_or_else(|| "a tool call".into());
-                            let line = first_line(m.content.text(), ERROR_CHARS);
+                        let failed = m.is_error == Some(true);
+                        let call = m.tool_call_id.as_deref().and_then(|id| calls.get(id));
+                        let attempt = call
+                            .map(|c| c.described.clone())
+                            .or_else(|| m.name.clone())
+                            .unwrap_or_else(|| "a tool call".into());
+                        let outcome = if failed { "failed" } else { "ok" };
+                        if let Some(i) = call.and_then(|c| c.command) {
+                            let entry = &mut self.get_mut(Section::Touched)[i];
+                            entry.push_str(OUTCOME);
+                            entry.push_str(outcome);
+                        }
+                        self.push(
+                            Section::Folded,
+                            one_line(
+                                &format!("observation://{} {attempt}{OUTCOME}{outcome}", event.seq),
+                                TOOL_CALL_CHARS,
+                            ),
+                        );
+                        if failed {
+                            let line = error_line(m.content.text(), ERROR_CHARS);
                             let line = if line.is_empty() {
                                 "failed with no output".to_owned()
                             } else {
@@ -62,6 +80,10 @@ impl Digest {
                             let error = bounded(&format!("{attempt} → {line}"), ERROR_CHARS);
                             latest.error = Some(error.clone());
                             self.push(Section::Errors, error);
+                            let index = self.get(Section::Errors).len() - 1;
+                            open_errors.push((attempt, index, Vec::new()));
+                        } else {
+                            self.note_fixes(&mut open_errors, &attempt);
                         }
                     }
                 },
@@ -103,8 +125,35 @@ impl Digest {
         latest
     }
 
-    /// Lists the call and what it touched; returns its description.
-    pub(super) fn add_tool_call(&mut self, call: &ToolCall) -> String {
+    /// Marks the errors of `attempt` as fixed by its success, naming the files touched since.
+    fn note_fixes(&mut self, open_errors: &mut Vec<(String, usize, Vec<String>)>, attempt: &str) {
+        open_errors.retain(|(failed, index, touched)| {
+            if failed != attempt {
+                return true;
+            }
+            let mut files: Vec<&str> = Vec::new();
+            for file in touched.iter().rev() {
+                if files.len() < FIX_FILES && !files.contains(&file.as_str()) {
+                    files.push(file);
+                }
+            }
+            let fix = if files.is_empty() {
+                "(later succeeded)".to_owned()
+            } else {
+                format!("(fixed after changing {})", files.join(", "))
+            };
+            if let Some(entry) = self.get_mut(Section::Errors).get_mut(*index) {
+                entry.push(' ');
+                entry.push_str(&one_line(&fix, ERROR_CHARS));
+            }
+            false
+        });
+    }
+
+    /// Lists the call and what it touched.
+    pub(super) fn add_tool_call(&mut self, call: &ToolCall) -> CallFacts {
+        let mut paths = Vec::new();
+        let mut command = None;
         let parsed;
         let arguments = match &call.arguments {
             Value::String(text) => {
@@ -120,12 +169,21 @@ impl Digest {
                     continue;
                 };
                 if PATH_KEYS.contains(key) {
-                    self.push(Section::Touched, one_line(&value, TOUCHED_CHARS));
+                    let path = one_line(&value, TOUCHED_CHARS);
+                    self.push(
+                        Section::Touched,
+                        format!(
+                            "{path}{LAST_ACTION}{})",
+                            one_line(&call.name, ARGUMENT_CHARS)
+                        ),
+                    );
+                    paths.push(path);
                 } else if COMMAND_KEYS.contains(key) {
                     self.push(
                         Section::Touched,
                         one_line(&format!("$ {value}"), TOUCHED_CHARS),
                     );
+                    command = Some(self.get(Section::Touched).len() - 1);
                 }
                 named.push(format!("{key}={}", one_line(&value, ARGUMENT_CHARS)));
             }
@@ -142,17 +200,33 @@ impl Digest {
             )
         };
         self.push(Section::ToolCalls, described.clone());
-        described
+        CallFacts {
+            described,
+            command,
+            paths,
+        }
     }
 
-    /// Keeps one entry per file or command, at the place it was last touched.
+    /// Keeps one entry per file or command, at the place it was last touched, with its last
+    /// action or outcome.
     pub(super) fn dedupe_touched(&mut self) {
         let touched = std::mem::take(self.get_mut(Section::Touched));
         let mut seen = HashSet::new();
+        let key = |entry: &str| -> String {
+            let marker = if entry.starts_with("$ ") {
+                OUTCOME
+            } else {
+                LAST_ACTION
+            };
+            entry
+                .rsplit_once(marker)
+                .map_or(entry, |(k, _)| k)
+                .to_owned()
+        };
         let mut newest_first: Vec<String> = touched
             .into_iter()
             .rev()
-            .filter(|entry| seen.insert(entry.clone()))
+            .filter(|entry| seen.insert(key(entry)))
             .collect();
         newest_first.reverse();
         *self.get_mut(Section::Touched) = newest_first;
@@ -201,6 +275,40 @@ impl Digest {
             tried_solution: anchor(latest.error.as_deref()),
             next_step: anchor(latest.plan.as_deref()),
         }
+    }
+}
+
+/// What a tool call was: its description, its command's entry in the touched list, the files
+/// it named.
+pub(super) struct CallFacts {
+    described: String,
+    command: Option<usize>,
+    paths: Vec<String>,
+}
+
+/// The line of a failed tool's output that says what went wrong: the last line of a Python
+/// traceback, else the first line that reads as an error (`error[E…]`, `error:`, `Error:`,
+/// `FAILED`, `panicked at`), else the first line. Build tools print progress first
+/// ("Compiling billing v0.3.1"), which says nothing of the failure.
+pub(super) fn error_line(text: &str, max_chars: usize) -> String {
+    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    if text.contains("Traceback (most recent call last):") {
+        if let Some(last) = lines().next_back() {
+            return one_line(last, max_chars);
+        }
+    }
+    let reads_as_error = |line: &str| {
+        let lower = line.to_ascii_lowercase();
+        lower.starts_with("error[e")
+            || lower.starts_with("error:")
+            || line.starts_with("FAILED")
+            || line.contains(" FAILED")
+            || line.contains("panicked at")
+            || line.contains("Error:")
+    };
+    match lines().find(|l| reads_as_error(l)) {
+        Some(line) => one_line(line, max_chars),
+        None => first_line(text, max_chars),
     }
 }
 

@@ -25,7 +25,7 @@ impl Digest {
             .sum();
 
         // Lists drop their oldest items from `start`; each drop is O(1).
-        let mut start = [0usize; 9];
+        let mut start = [0usize; Section::ALL.len()];
         for floor in [ITEMS_KEPT_LONGEST, 0] {
             for section in Section::DROP_ORDER {
                 let i = section as usize;

@@ -13,7 +13,7 @@ mod format;
 mod tests;
 
 use super::{SummaryOutput, SummaryRequest};
-use crate::domain::compaction::{SummarizerInfo, Summary};
+use crate::domain::compaction::{FallbackReason, SummarizerInfo, Summary};
 use crate::domain::text::bounded;
 use format::read_back;
 
@@ -46,13 +46,35 @@ const PATH_KEYS: [&str; 8] = [
     "directory",
     "dir",
 ];
+/// Marks the last action on a file, and the outcome of a command, in the touched list.
+const LAST_ACTION: &str = " (last: ";
+const OUTCOME: &str = " → ";
+/// Files touched between an error and a later success of the same call, named as its fix.
+const FIX_FILES: usize = 3;
+
 /// Argument keys that hold a shell command.
 const COMMAND_KEYS: [&str; 2] = ["cmd", "command"];
 /// Other arguments worth naming in a tool call.
 const OTHER_KEYS: [&str; 3] = ["query", "pattern", "url"];
 
+/// The largest narrative a model may write for a summary of `max_chars` characters: the rest
+/// is kept for the facts.
+pub fn narrative_chars(max_chars: usize) -> usize {
+    max_chars / 2
+}
+
 /// Summarises the request's events into the previous summary.
 pub fn summarize(request: SummaryRequest<'_>) -> SummaryOutput {
+    summarize_with(request, None)
+}
+
+/// The facts of the request's events beside a model's `narrative`, which replaces the previous
+/// one. The model's anchors are not merged here.
+pub fn summarize_with_narrative(request: SummaryRequest<'_>, narrative: &str) -> SummaryOutput {
+    summarize_with(request, Some(narrative))
+}
+
+fn summarize_with(request: SummaryRequest<'_>, narrative: Option<&str>) -> SummaryOutput {
     let previous = request.previous;
 
     let (mut digest, foreign) = match read_back(&previous.text) {
@@ -64,6 +86,15 @@ pub fn summarize(request: SummaryRequest<'_>) -> SummaryOutput {
     };
     let facts = digest.add_events(request.events, !foreign);
     digest.dedupe_touched();
+    if let Some(narrative) = narrative {
+        // The model read the earlier summary: its narrative takes that one's place.
+        digest.get_mut(Section::Earlier).clear();
+        digest.push_quoted(
+            Section::Narrative,
+            narrative,
+            narrative_chars(request.max_chars),
+        );
+    }
 
     let mut anchors = previous.anchors.clone();
     anchors.merge(&digest.anchors(&facts, &previous.anchors));
@@ -71,14 +102,8 @@ pub fn summarize(request: SummaryRequest<'_>) -> SummaryOutput {
 
     SummaryOutput {
         summary: Summary { text, anchors },
-        info: SummarizerInfo {
-            kind: "deterministic".into(),
-            model: None,
-            // Pure and fast: its time is part of the compaction's own duration.
-            latency_ms: 0.0,
-            input_tokens: None,
-            output_tokens: None,
-        },
+        // Pure and fast: its time is part of the compaction's own duration.
+        info: SummarizerInfo::deterministic(FallbackReason::NoneConfigured),
     }
 }
 
@@ -86,6 +111,7 @@ pub fn summarize(request: SummaryRequest<'_>) -> SummaryOutput {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Section {
     FirstRequest,
+    Narrative,
     Earlier,
     Requests,
     Notes,
@@ -93,12 +119,14 @@ enum Section {
     Errors,
     ToolCalls,
     Touched,
+    Folded,
     Plan,
 }
 
 impl Section {
-    const ALL: [Section; 9] = [
+    const ALL: [Section; 11] = [
         Section::FirstRequest,
+        Section::Narrative,
         Section::Earlier,
         Section::Requests,
         Section::Notes,
@@ -106,11 +134,13 @@ impl Section {
         Section::Errors,
         Section::ToolCalls,
         Section::Touched,
+        Section::Folded,
         Section::Plan,
     ];
 
     /// Lists whose oldest items go first when the text is too long, least important first.
-    const DROP_ORDER: [Section; 6] = [
+    const DROP_ORDER: [Section; 7] = [
+        Section::Folded,
         Section::ToolCalls,
         Section::Touched,
         Section::Errors,
@@ -120,11 +150,17 @@ impl Section {
     ];
 
     /// Quoted blocks, shortened when the lists alone cannot make room, last resort last.
-    const SHORTEN_ORDER: [Section; 3] = [Section::Earlier, Section::Plan, Section::FirstRequest];
+    const SHORTEN_ORDER: [Section; 4] = [
+        Section::Earlier,
+        Section::Narrative,
+        Section::Plan,
+        Section::FirstRequest,
+    ];
 
     fn title(self) -> &'static str {
         match self {
             Section::FirstRequest => "First user request",
+            Section::Narrative => "Narrative",
             Section::Earlier => "Earlier summary",
             Section::Requests => "Later user requests",
             Section::Notes => "Pinned notes and decisions",
@@ -132,6 +168,7 @@ impl Section {
             Section::Errors => "Errors seen",
             Section::ToolCalls => "Tool calls made",
             Section::Touched => "Files and commands touched",
+            Section::Folded => "Tool outputs folded (recall by URI)",
             Section::Plan => "Last stated plan",
         }
     }
@@ -144,7 +181,7 @@ impl Section {
     fn is_quoted(self) -> bool {
         matches!(
             self,
-            Section::FirstRequest | Section::Earlier | Section::Plan
+            Section::FirstRequest | Section::Narrative | Section::Earlier | Section::Plan
         )
     }
 
@@ -168,7 +205,7 @@ impl Section {
 /// The facts of a summary, by section, oldest first.
 #[derive(Debug, Default)]
 struct Digest {
-    sections: [Vec<String>; 9],
+    sections: [Vec<String>; Section::ALL.len()],
 }
 
 /// What the newly covered events said last, for the anchors.

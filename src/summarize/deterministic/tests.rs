@@ -154,7 +154,8 @@ fn every_kind_of_fact_appears() {
         "## Later user requests\n- Also keep the old API working.",
         "- read_file(path=src/auth.rs)",
         "- shell(command=cargo test auth)",
-        "## Files and commands touched\n- src/auth.rs\n- $ cargo test auth",
+        "## Files and commands touched\n- src/auth.rs (last: read_file)\n- $ cargo test auth → failed",
+        "- observation://6 shell(command=cargo test auth) → failed",
         "- shell(command=cargo test auth) → error[E0425]: cannot find value `hash`",
         "- Never touch the database schema.",
         "- user: Use bcrypt, not sha1.",
@@ -390,4 +391,113 @@ proptest! {
         let second = run(&first.summary, &events, max_chars);
         prop_assert!(second.summary.text.chars().count() <= max_chars);
     }
+}
+
+#[test]
+fn the_error_line_of_a_failed_output_is_the_one_that_says_what_failed() {
+    let cases = [
+        (
+            "   Compiling billing v0.3.1 (/src/billing)\nerror[E0308]: mismatched types\n  --> src/lib.rs:3:5",
+            "error[E0308]: mismatched types",
+        ),
+        (
+            "Compiling billing v0.3.1\nerror: could not compile `billing`",
+            "error: could not compile `billing`",
+        ),
+        (
+            "Traceback (most recent call last):\n  File \"a.py\", line 1, in <module>\n    import foo\nModuleNotFoundError: No module named 'foo'\n",
+            "ModuleNotFoundError: No module named 'foo'",
+        ),
+        (
+            "collected 3 items\n\ntests/test_a.py ..F\nFAILED tests/test_a.py::test_c - assert 1 == 2",
+            "FAILED tests/test_a.py::test_c - assert 1 == 2",
+        ),
+        (
+            "running 1 test\nthread 'main' panicked at src/main.rs:2:5:\nboom",
+            "thread 'main' panicked at src/main.rs:2:5:",
+        ),
+        (
+            "> build\n> tsc\nError: Cannot find module 'x'",
+            "Error: Cannot find module 'x'",
+        ),
+        // Nothing reads as an error: the first line is all there is.
+        ("\n permission denied \nmore", "permission denied"),
+    ];
+    for (output, expected) in cases {
+        assert_eq!(facts::error_line(output, 200), expected, "{output:?}");
+    }
+}
+
+#[test]
+fn a_failed_build_is_listed_by_its_error_not_its_progress() {
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "bash".into(),
+        arguments: json!({"command": "cargo build"}),
+    };
+    let mut asking = message(Role::Assistant, "");
+    asking.tool_calls = vec![call];
+    let events = [
+        user(1, "fix the build"),
+        event(2, EventBody::Message(asking)),
+        result(
+            3,
+            "c1",
+            "   Compiling billing v0.3.1\nerror[E0425]: cannot find value `rate` in this scope",
+            true,
+        ),
+    ];
+    let events: Vec<&Event> = events.iter().collect();
+    let previous = Summary::default();
+    let out = summarize(SummaryRequest {
+        previous: &previous,
+        events: &events,
+        max_chars: 2_000,
+    });
+    let text = &out.summary.text;
+    assert!(
+        text.contains("error[E0425]: cannot find value `rate` in this scope"),
+        "{text}"
+    );
+    assert!(!text.contains("Compiling billing"), "{text}");
+    assert!(out.summary.anchors.tried_solution.contains("error[E0425]"));
+}
+
+#[test]
+fn commands_keep_their_outcome_files_their_last_action_and_errors_their_fix() {
+    let call = |id: &str, name: &str, arguments: Value| ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments,
+    };
+    let calling = |seq, call: ToolCall| {
+        let mut m = message(Role::Assistant, "");
+        m.tool_calls = vec![call];
+        event(seq, EventBody::Message(m))
+    };
+    let test = json!({"command": "cargo test"});
+    let events = [
+        user(1, "make the tests pass"),
+        calling(2, call("a", "shell", test.clone())),
+        result(3, "a", "running 3 tests\nFAILED tests::rounding", true),
+        calling(4, call("b", "read_file", json!({"path": "src/money.rs"}))),
+        result(5, "b", "pub fn round() {}", false),
+        calling(6, call("c", "edit_file", json!({"path": "src/money.rs"}))),
+        result(7, "c", "ok", false),
+        calling(8, call("d", "shell", test)),
+        result(9, "d", "test result: ok. 3 passed", false),
+    ];
+    let out = run(&Summary::default(), &events, 4000);
+    let text = &out.summary.text;
+    for expected in [
+        "- src/money.rs (last: edit_file)\n",
+        "- $ cargo test → ok\n",
+        "shell(command=cargo test) → FAILED tests::rounding (fixed after changing src/money.rs)",
+        "- observation://3 shell(command=cargo test) → failed",
+        "- observation://9 shell(command=cargo test) → ok",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    assert!(!text.contains("(last: read_file)"), "{text}");
+    assert!(!text.contains("$ cargo test → failed"), "{text}");
 }

@@ -16,6 +16,7 @@ struct MessageAnswer {
     #[serde(default)]
     content: Vec<ContentBlock>,
     usage: Option<Usage>,
+    stop_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -69,15 +70,16 @@ impl Api for Anthropic {
             .filter(|block| block.kind == "text")
             .filter_map(|block| block.text.as_deref())
             .collect();
-        if text.trim().is_empty() {
-            return Err(SummarizeError::Unparsable(
-                "the answer has no text content".into(),
-            ));
-        }
+        let text = if text.trim().is_empty() {
+            Err("the answer has no text content".into())
+        } else {
+            Ok(text)
+        };
         Ok(Completion {
             text,
             input_tokens: answer.usage.as_ref().and_then(|u| u.input_tokens),
             output_tokens: answer.usage.as_ref().and_then(|u| u.output_tokens),
+            stop_reason: answer.stop_reason,
         })
     }
 }

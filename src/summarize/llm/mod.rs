@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use super::{SummarizeError, Summarizer, SummaryOutput, SummaryRequest};
-use crate::domain::compaction::{SummarizerInfo, Summary};
+use super::guard::{CallLimits, Guarded};
+use super::{deterministic, Spent, SummarizeError, Summarizer, SummaryOutput, SummaryRequest};
+use crate::domain::compaction::{is_unknown, Anchors, SummarizerInfo, SummarizerOutcome};
 use crate::domain::text::bounded;
 use prompt::Prompt;
 
@@ -70,6 +71,8 @@ pub struct LlmConfig {
     /// Bounds the whole call, from connecting to the last byte of the answer.
     pub timeout: Duration,
     pub max_output_tokens: u32,
+    /// The breaker and the bound on concurrent calls.
+    pub limits: CallLimits,
 }
 
 impl fmt::Debug for LlmConfig {
@@ -81,6 +84,7 @@ impl fmt::Debug for LlmConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
             .field("timeout", &self.timeout)
             .field("max_output_tokens", &self.max_output_tokens)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -88,16 +92,42 @@ impl fmt::Debug for LlmConfig {
 /// The summariser `config` describes.
 pub fn build(config: LlmConfig) -> Arc<dyn Summarizer> {
     match config.kind {
-        LlmKind::OpenAi => Arc::new(LlmSummarizer::<openai::OpenAi>::new(config)),
-        LlmKind::Anthropic => Arc::new(LlmSummarizer::<anthropic::Anthropic>::new(config)),
+        LlmKind::OpenAi => guarded(LlmSummarizer::<openai::OpenAi>::new(config)),
+        LlmKind::Anthropic => guarded(LlmSummarizer::<anthropic::Anthropic>::new(config)),
+    }
+}
+
+fn guarded<A: Api>(summarizer: LlmSummarizer<A>) -> Arc<dyn Summarizer> {
+    let limits = summarizer.config.limits;
+    Arc::new(Guarded::new(summarizer, limits))
+}
+
+/// Whether a stop reason says the model ran out of output tokens.
+fn stopped_at_limit(reason: Option<&str>) -> bool {
+    matches!(reason, Some("length" | "max_tokens"))
+}
+
+impl Completion {
+    fn spent(&self, max_output_tokens: u32) -> Spent {
+        Spent {
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            output_truncated: stopped_at_limit(self.stop_reason.as_deref())
+                || self
+                    .output_tokens
+                    .is_some_and(|t| t > i64::from(max_output_tokens)),
+        }
     }
 }
 
 /// What a provider answered, and what it cost.
 struct Completion {
-    text: String,
+    /// The model's text, or why there is none (it refused, or answered nothing).
+    text: Result<String, String>,
     input_tokens: Option<i64>,
     output_tokens: Option<i64>,
+    /// `finish_reason` (OpenAI) or `stop_reason` (Anthropic).
+    stop_reason: Option<String>,
 }
 
 /// The parts that differ between providers: the request and the envelope of the answer.
@@ -144,6 +174,11 @@ impl<A: Api> LlmSummarizer<A> {
             .map_err(|e| self.failure(e))?;
         let status = response.status();
         if !status.is_success() {
+            let retry_after = matches!(status.as_u16(), 429 | 503)
+                .then(|| response.headers().get(reqwest::header::RETRY_AFTER))
+                .flatten()
+                .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
             let (body, _) = read_at_most(response, ERROR_BODY_BYTES)
                 .await
                 .map_err(|e| self.failure(e))?;
@@ -151,13 +186,14 @@ impl<A: Api> LlmSummarizer<A> {
             return Err(SummarizeError::Status {
                 status: status.as_u16(),
                 body: bounded(body.trim(), ERROR_BODY_CHARS),
+                retry_after,
             });
         }
         let (body, complete) = read_at_most(response, MAX_ANSWER_BYTES)
             .await
             .map_err(|e| self.failure(e))?;
         if !complete {
-            return Err(SummarizeError::Unparsable(format!(
+            return Err(SummarizeError::Malformed(format!(
                 "the answer is larger than {MAX_ANSWER_BYTES} bytes"
             )));
         }
@@ -168,8 +204,78 @@ impl<A: Api> LlmSummarizer<A> {
         if error.is_timeout() {
             SummarizeError::Timeout(self.config.timeout)
         } else {
-            SummarizeError::Transport(self.redact(&error_chain(&error)))
+            SummarizeError::Transport(error_chain(&error))
         }
+    }
+
+    /// `error` with the key taken out of every text it carries.
+    fn redacted(&self, error: SummarizeError) -> SummarizeError {
+        use SummarizeError::*;
+        match error {
+            Status {
+                status,
+                body,
+                retry_after,
+            } => Status {
+                status,
+                body: self.redact(&body),
+                retry_after,
+            },
+            Malformed(why) => Malformed(self.redact(&why)),
+            Refused { why, spent } => Refused {
+                why: self.redact(&why),
+                spent,
+            },
+            Transport(why) => Transport(self.redact(&why)),
+            e @ (Timeout(_) | CircuitOpen) => e,
+        }
+    }
+
+    /// The summary made of the model's narrative beside the deterministic facts, or why the
+    /// narrative is refused.
+    fn summary_of(
+        &self,
+        request: SummaryRequest<'_>,
+        completion: &Completion,
+        started: Instant,
+    ) -> Result<SummaryOutput, SummarizeError> {
+        let spent = completion.spent(self.config.max_output_tokens);
+        let refused = |why: String| SummarizeError::Refused { why, spent };
+        let text = completion
+            .text
+            .as_deref()
+            .map_err(|why| refused(why.to_owned()))?;
+        let (narrative, anchors) = prompt::parse_answer(text).map_err(refused)?;
+        let cap = deterministic::narrative_chars(request.max_chars);
+        let length = narrative.chars().count();
+        if length > cap {
+            return Err(refused(format!(
+                "the narrative has {length} characters, more than the {cap} asked for"
+            )));
+        }
+        let mut output = deterministic::summarize_with_narrative(request, &narrative);
+        let Some(anchors) = anchors else {
+            return Err(refused("the answer has no `anchors`".into()));
+        };
+        if all_unknown(&anchors) && !all_unknown(&output.summary.anchors) {
+            return Err(refused(
+                "the answer's anchors are all N/A where the events say more".into(),
+            ));
+        }
+        output.summary.anchors.merge(&anchors);
+        let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+        output.info = SummarizerInfo {
+            kind: A::KIND.into(),
+            model: Some(self.config.model.clone()),
+            outcome: SummarizerOutcome::Used,
+            fallback_reason: None,
+            attempts: 1,
+            latency_ms,
+            input_tokens: spent.input_tokens,
+            output_tokens: spent.output_tokens,
+            output_truncated: spent.output_truncated,
+        };
+        Ok(output)
     }
 
     /// Providers sometimes quote the key they were sent; it must not reach a record or a log.
@@ -197,37 +303,37 @@ impl<A: Api> Summarizer for LlmSummarizer<A> {
     ) -> Result<SummaryOutput, SummarizeError> {
         let started = Instant::now();
         let prompt = prompt::prompt(&request);
-        let body = tokio::time::timeout(self.config.timeout, self.call(&prompt))
-            .await
-            .map_err(|_| SummarizeError::Timeout(self.config.timeout))??;
-        let completion = A::completion(&body)?;
-        let (text, anchors) = prompt::parse_answer(&completion.text)?;
-
-        let mut merged = request.previous.anchors.clone();
-        merged.merge(&anchors);
-        let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-        tracing::debug!(
-            summarizer = A::KIND,
-            model = %self.config.model,
-            latency_ms,
-            input_tokens = completion.input_tokens,
-            output_tokens = completion.output_tokens,
-            "summary received"
-        );
-        Ok(SummaryOutput {
-            summary: Summary {
-                text: bounded(&text, request.max_chars),
-                anchors: merged,
-            },
-            info: SummarizerInfo {
-                kind: A::KIND.into(),
-                model: Some(self.config.model.clone()),
-                latency_ms,
-                input_tokens: completion.input_tokens,
-                output_tokens: completion.output_tokens,
-            },
-        })
+        let result = async {
+            let body = tokio::time::timeout(self.config.timeout, self.call(&prompt))
+                .await
+                .map_err(|_| SummarizeError::Timeout(self.config.timeout))??;
+            let completion = A::completion(&body)?;
+            tracing::debug!(
+                summarizer = A::KIND,
+                model = %self.config.model,
+                latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+                input_tokens = completion.input_tokens,
+                output_tokens = completion.output_tokens,
+                "summary received"
+            );
+            self.summary_of(request, &completion, started)
+        }
+        .await;
+        // Providers quote what they were sent, the key included: no error text may carry it.
+        result.map_err(|e| self.redacted(e))
     }
+}
+
+fn all_unknown(a: &Anchors) -> bool {
+    [
+        &a.user_intent,
+        &a.execution_progress,
+        &a.key_decision,
+        &a.tried_solution,
+        &a.next_step,
+    ]
+    .into_iter()
+    .all(|v| is_unknown(v))
 }
 
 /// Reads the body up to `limit` bytes; the flag says whether it was read whole.
@@ -267,8 +373,8 @@ fn endpoint(base_url: &str, path: &str) -> String {
 /// The answer as the provider's envelope gives it: a JSON body, or why it is not one.
 fn envelope<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, SummarizeError> {
     serde_json::from_slice(body).map_err(|e| {
-        SummarizeError::Unparsable(format!(
-            "the provider's answer is not the expected JSON ({e}): {:?}",
+        SummarizeError::Malformed(format!(
+            "({e}): {:?}",
             bounded(String::from_utf8_lossy(body).trim(), 200)
         ))
     })
@@ -285,7 +391,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::domain::compaction::Anchors;
+    use crate::domain::compaction::{Anchors, Summary};
     use crate::domain::event::{Event, EventBody, Message, Role};
 
     const KEY: &str = "sk-test-0123456789";
@@ -345,6 +451,7 @@ mod tests {
                 api_key: Some(KEY.into()),
                 timeout,
                 max_output_tokens: 1234,
+                limits: CallLimits::default(),
             })
         }
 
@@ -433,9 +540,16 @@ mod tests {
     const PATIENT: Duration = Duration::from_secs(10);
 
     fn assert_good_output(output: &SummaryOutput, kind: LlmKind) {
-        assert_eq!(
-            output.summary.text,
-            "The user wants the login bug fixed; bcrypt was chosen."
+        let text = &output.summary.text;
+        assert!(
+            text.contains("## Narrative\n> The user wants the login bug fixed; bcrypt was chosen."),
+            "{text}"
+        );
+        // The facts stand beside the narrative, whatever the model wrote.
+        assert!(text.contains("- Please fix the login bug."), "{text}");
+        assert!(
+            text.contains("## Last stated plan\n> I will switch the hashing to bcrypt."),
+            "{text}"
         );
         let anchors = &output.summary.anchors;
         assert_eq!(anchors.user_intent, "Fix the login bug");
@@ -448,6 +562,10 @@ mod tests {
         assert_eq!(output.info.model.as_deref(), Some("test-model"));
         assert_eq!(output.info.input_tokens, Some(321));
         assert_eq!(output.info.output_tokens, Some(54));
+        assert_eq!(output.info.outcome, SummarizerOutcome::Used);
+        assert_eq!(output.info.fallback_reason, None);
+        assert_eq!(output.info.attempts, 1);
+        assert!(!output.info.output_truncated);
         assert!(output.info.latency_ms >= 0.0);
     }
 
@@ -533,47 +651,53 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_long_answer_is_cut_to_max_chars() {
-        for kind in KINDS {
-            let answer = json!({"summary": "é".repeat(500)}).to_string();
-            let fake = FakeProvider::answering(kind, &answer).await;
-            let output = summarize_with(
-                &*fake.summarizer(kind, PATIENT),
-                &previous(),
-                &events(),
-                100,
-            )
-            .await
-            .unwrap();
-            assert_eq!(output.summary.text.chars().count(), 100);
-            assert!(output.summary.text.starts_with("éé"));
+    async fn refusal(kind: LlmKind, content: &str, max_chars: usize) -> (String, Spent) {
+        let fake = FakeProvider::answering(kind, content).await;
+        let result = summarize_with(
+            &*fake.summarizer(kind, PATIENT),
+            &previous(),
+            &events(),
+            max_chars,
+        )
+        .await;
+        match result {
+            Err(SummarizeError::Refused { why, spent }) => (why, spent),
+            other => panic!("{kind:?} {content:?}: {other:?}"),
         }
     }
 
     #[tokio::test]
-    async fn a_malformed_answer_is_unparsable() {
+    async fn a_narrative_over_its_share_of_the_summary_is_refused() {
+        for kind in KINDS {
+            let answer = json!({"summary": "é".repeat(500), "anchors": {"next_step": "go"}});
+            let (why, spent) = refusal(kind, &answer.to_string(), 100).await;
+            assert!(why.contains("more than the 50"), "{why}");
+            // What the refused answer cost is still reported.
+            assert_eq!(spent.output_tokens, Some(54));
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_is_not_the_narrative_asked_for_is_refused() {
         for kind in KINDS {
             for content in [
                 "Sorry, I can't help with that.",
                 r#"{"anchors": {"user_intent": "x"}}"#,
                 r#"{"summary": ""}"#,
                 r#"{"summary": ["not", "a", "string"]}"#,
+                // Without anchors, or with none where the events say something.
+                r#"{"summary": "The agent is working through compile errors."}"#,
+                r#"{"summary": "S", "anchors": {"user_intent": "N/A"}}"#,
             ] {
-                let fake = FakeProvider::answering(kind, content).await;
-                let result = summarize_with(
-                    &*fake.summarizer(kind, PATIENT),
-                    &previous(),
-                    &events(),
-                    2000,
-                )
-                .await;
-                assert!(
-                    matches!(result, Err(SummarizeError::Unparsable(_))),
-                    "{kind:?} {content:?}: {result:?}"
-                );
+                let (_, spent) = refusal(kind, content, 2000).await;
+                assert_eq!(spent.input_tokens, Some(321), "{content}");
             }
-            // A body that is not the provider's envelope at all.
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_not_the_providers_json_is_malformed() {
+        for kind in KINDS {
             let fake = FakeProvider::start(StatusCode::OK, "<html>".into(), Duration::ZERO).await;
             let result = summarize_with(
                 &*fake.summarizer(kind, PATIENT),
@@ -583,10 +707,94 @@ mod tests {
             )
             .await;
             assert!(
-                matches!(result, Err(SummarizeError::Unparsable(_))),
+                matches!(result, Err(SummarizeError::Malformed(_))),
                 "{result:?}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn an_answer_cut_at_the_output_limit_is_marked_truncated() {
+        for kind in KINDS {
+            let mut answer: Value = serde_json::from_str(&envelope_of(kind, GOOD_ANSWER)).unwrap();
+            match kind {
+                LlmKind::OpenAi => answer["choices"][0]["finish_reason"] = json!("length"),
+                LlmKind::Anthropic => answer["stop_reason"] = json!("max_tokens"),
+            }
+            let fake =
+                FakeProvider::start(StatusCode::OK, answer.to_string(), Duration::ZERO).await;
+            let output = summarize_with(
+                &*fake.summarizer(kind, PATIENT),
+                &previous(),
+                &events(),
+                2000,
+            )
+            .await
+            .unwrap();
+            assert!(output.info.output_truncated, "{kind:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn every_failure_that_quotes_the_key_is_redacted() {
+        for kind in KINDS {
+            let quoted = format!("your key {KEY} is wrong");
+            let cases = [
+                (
+                    StatusCode::UNAUTHORIZED,
+                    json!({"error": quoted}).to_string(),
+                ),
+                (StatusCode::OK, format!("<html>{quoted}</html>")),
+                (
+                    StatusCode::OK,
+                    envelope_of(kind, &format!("{{\"summary\": \"{quoted}")),
+                ),
+                (
+                    StatusCode::OK,
+                    envelope_of(kind, &format!("{{\"summary\": \"{quoted}\"}}")),
+                ),
+            ];
+            for (status, body) in cases {
+                let fake = FakeProvider::start(status, body.clone(), Duration::ZERO).await;
+                let result = summarize_with(
+                    &*fake.summarizer(kind, PATIENT),
+                    &previous(),
+                    &events(),
+                    2000,
+                )
+                .await;
+                let shown = format!("{}", result.unwrap_err());
+                assert!(!shown.contains(KEY), "{body}: {shown}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn retry_after_is_read_from_429_and_503_answers() {
+        let app = Router::new().fallback(|| async {
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                [(header::RETRY_AFTER, "120")],
+                "slow down",
+            )
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let summarizer = build(LlmConfig {
+            kind: LlmKind::OpenAi,
+            base_url: url,
+            model: "m".into(),
+            api_key: None,
+            timeout: PATIENT,
+            max_output_tokens: 100,
+            limits: CallLimits::default(),
+        });
+        let result = summarize_with(&*summarizer, &previous(), &events(), 2000).await;
+        let Err(SummarizeError::Status { retry_after, .. }) = result else {
+            panic!("{result:?}");
+        };
+        assert_eq!(retry_after, Some(Duration::from_secs(120)));
     }
 
     #[tokio::test]
@@ -605,7 +813,7 @@ mod tests {
                 2000,
             )
             .await;
-            let Err(SummarizeError::Status { status, body }) = result else {
+            let Err(SummarizeError::Status { status, body, .. }) = result else {
                 panic!("{kind:?}: {result:?}");
             };
             assert_eq!(status, 500);
@@ -657,6 +865,7 @@ mod tests {
                 api_key: None,
                 timeout: PATIENT,
                 max_output_tokens: 100,
+                limits: CallLimits::default(),
             });
             let result = summarize_with(&*summarizer, &previous(), &events(), 2000).await;
             assert!(
@@ -675,6 +884,7 @@ mod tests {
             api_key: Some(KEY.into()),
             timeout: PATIENT,
             max_output_tokens: 1,
+            limits: CallLimits::default(),
         };
         let shown = format!("{config:?}");
         assert!(!shown.contains(KEY), "{shown}");

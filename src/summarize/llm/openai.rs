@@ -18,6 +18,7 @@ struct ChatCompletion {
 #[derive(Deserialize)]
 struct Choice {
     message: AssistantMessage,
+    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -61,29 +62,21 @@ impl Api for OpenAi {
 
     fn completion(body: &[u8]) -> Result<Completion, SummarizeError> {
         let answer: ChatCompletion = envelope(body)?;
-        let message = answer
+        let choice = answer
             .choices
             .into_iter()
             .next()
-            .map(|choice| choice.message)
-            .ok_or_else(|| SummarizeError::Unparsable("the answer has no choices".into()))?;
-        let text = match (message.content, message.refusal) {
-            (Some(text), _) if !text.trim().is_empty() => text,
-            (_, Some(refusal)) => {
-                return Err(SummarizeError::Unparsable(format!(
-                    "the model refused: {refusal}"
-                )))
-            }
-            _ => {
-                return Err(SummarizeError::Unparsable(
-                    "the answer has no content".into(),
-                ))
-            }
+            .ok_or_else(|| SummarizeError::Malformed("the answer has no choices".into()))?;
+        let text = match (choice.message.content, choice.message.refusal) {
+            (Some(text), _) if !text.trim().is_empty() => Ok(text),
+            (_, Some(refusal)) => Err(format!("the model refused: {refusal}")),
+            _ => Err("the answer has no content".into()),
         };
         Ok(Completion {
             text,
             input_tokens: answer.usage.as_ref().and_then(|u| u.prompt_tokens),
             output_tokens: answer.usage.as_ref().and_then(|u| u.completion_tokens),
+            stop_reason: choice.finish_reason,
         })
     }
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::super::{SummarizeError, SummaryRequest};
+use super::super::SummaryRequest;
 use crate::domain::compaction::{Anchors, NOT_AVAILABLE};
 use crate::domain::event::{EpisodeKind, Event, EventBody, Role};
 use crate::domain::text::bounded;
@@ -36,13 +36,15 @@ pub(super) fn prompt(request: &SummaryRequest<'_>) -> Prompt {
          summary that still matters, and add what the new events establish: the user's requests \
          (keep the first one verbatim), decisions and constraints, files and commands touched, \
          what was tried and what failed, and what the agent was about to do next. Be factual and \
-         concise; invent nothing.\n\n\
+         concise; invent nothing. The facts (requests, notes, files, commands, errors) are also \
+         kept verbatim beside your summary, so spend your words on what they do not say: why, \
+         what was learned and where the work stands.\n\n\
          Answer with one JSON object and nothing else:\n\
-         {{\"summary\": \"<the updated summary, at most {max_chars} characters>\", \"anchors\": \
+         {{\"summary\": \"<the updated narrative, at most {max_chars} characters>\", \"anchors\": \
          {{\"user_intent\": \"...\", \"execution_progress\": \"...\", \"key_decision\": \"...\", \
          \"tried_solution\": \"...\", \"next_step\": \"...\"}}}}\n\
          Use \"N/A\" for an anchor that nothing says anything about.",
-        max_chars = request.max_chars,
+        max_chars = super::super::deterministic::narrative_chars(request.max_chars),
     );
 
     let previous = request.previous;
@@ -161,14 +163,15 @@ fn excerpt(text: &str, max_chars: usize) -> String {
     format!("{shown}… [{left_out} more characters]")
 }
 
-/// Reads the summary and anchors from a model's answer: the outermost JSON object in it, so that
-/// a ```json fence or a sentence around the object does no harm.
-pub(super) fn parse_answer(answer: &str) -> Result<(String, Anchors), SummarizeError> {
+/// Reads the narrative and anchors from a model's answer: the outermost JSON object in it, so
+/// that a ```json fence or a sentence around the object does no harm. The anchors are None
+/// when the answer has none; an error says why the answer is not the JSON asked for.
+pub(super) fn parse_answer(answer: &str) -> Result<(String, Option<Anchors>), String> {
     let unparsable = |why: &str| {
-        SummarizeError::Unparsable(format!(
+        format!(
             "{why} in the answer {:?}",
             bounded(answer.trim(), ANSWER_EXCERPT_CHARS)
-        ))
+        )
     };
     let object = outermost_object(answer).ok_or_else(|| unparsable("no JSON object"))?;
     let summary = match object.get("summary") {
@@ -178,7 +181,7 @@ pub(super) fn parse_answer(answer: &str) -> Result<(String, Anchors), SummarizeE
         None => return Err(unparsable("no `summary`")),
     };
     let anchors = match object.get("anchors") {
-        None | Some(Value::Null) => Anchors::default(),
+        None | Some(Value::Null) => None,
         Some(Value::Object(map)) => {
             let anchor = |name: &str| match map.get(name) {
                 None | Some(Value::Null) => Ok(NOT_AVAILABLE.to_owned()),
@@ -187,13 +190,13 @@ pub(super) fn parse_answer(answer: &str) -> Result<(String, Anchors), SummarizeE
                     "an anchor `{name}` that is not a string"
                 ))),
             };
-            Anchors {
+            Some(Anchors {
                 user_intent: anchor("user_intent")?,
                 execution_progress: anchor("execution_progress")?,
                 key_decision: anchor("key_decision")?,
                 tried_solution: anchor("tried_solution")?,
                 next_step: anchor("next_step")?,
-            }
+            })
         }
         Some(_) => return Err(unparsable("`anchors` that is not an object")),
     };
@@ -228,6 +231,7 @@ mod tests {
         ] {
             let (summary, anchors) = parse_answer(answer).expect(answer);
             assert_eq!(summary, "S");
+            let anchors = anchors.expect("the anchors are read");
             assert_eq!(anchors.next_step, "go");
             assert_eq!(anchors.user_intent, NOT_AVAILABLE);
         }
@@ -246,10 +250,7 @@ mod tests {
             r#"{"summary": "S", "anchors": {"user_intent": 3}}"#,
             "} {",
         ] {
-            assert!(
-                matches!(parse_answer(answer), Err(SummarizeError::Unparsable(_))),
-                "{answer:?}"
-            );
+            assert!(parse_answer(answer).is_err(), "{answer:?}");
         }
     }
 

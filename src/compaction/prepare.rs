@@ -30,8 +30,9 @@ const IDLE_POLL: Duration = Duration::from_secs(1);
 /// Wakes this process's worker when a compaction queues a job.
 static QUEUED: Notify = Notify::const_new();
 
-/// Tells the worker a job was queued.
+/// Tells the workers a job was queued (every worker waiting now, or the next to wait).
 pub fn queued() {
+    QUEUED.notify_waiters();
     QUEUED.notify_one();
 }
 

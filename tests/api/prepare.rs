@@ -187,6 +187,13 @@ async fn a_model_that_does_not_answer_holds_up_no_compaction(backend: Backend) {
         assert!(n < 40, "the session never reached the soft tier: {tiers:?}");
     }
     assert!(tiers.contains("warn"), "{tiers:?}");
+    // The worker takes the job when it is woken or next looks (within a second).
+    for _ in 0..200 {
+        if calls.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(
         calls.load(Ordering::SeqCst),
         1,

@@ -37,11 +37,41 @@ pub enum Command {
     Migrate(DatabaseArgs),
     /// Print the OpenAPI document.
     Openapi,
+    /// Replay recorded sessions through ctxd turn by turn and report what the views cost and
+    /// keep (exit status 1 when a view is over budget or invalid, or a request fails).
+    Replay(ReplayArgs),
     /// Exit 0 when the service at --listen answers /healthz (for container health checks).
     Healthcheck {
         #[arg(long, env = "CTXD_LISTEN", default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
     },
+}
+
+/// `ctxd replay`'s settings.
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    /// Recorded sessions: chat logs (one message a line, as in the development corpus), OpenAI
+    /// chat message lists, or ctxd event lists.
+    #[arg(required = true)]
+    pub files: Vec<std::path::PathBuf>,
+    /// A running ctxd to replay against (default: one started here on a temporary SQLite file).
+    #[arg(long)]
+    pub server: Option<String>,
+    /// The context window of every replayed session.
+    #[arg(long, default_value_t = 32_000)]
+    pub window: u32,
+    /// Tokens reserved for the model's output.
+    #[arg(long, default_value_t = 4_000)]
+    pub reserved_output: u32,
+    /// o200k_base, cl100k_base or chars4.
+    #[arg(long, default_value = "o200k_base")]
+    pub tokenizer: String,
+    /// The price of a cached input token, as a share of an uncached one.
+    #[arg(long, default_value_t = 0.1)]
+    pub cache_price: f64,
+    /// Print the report as JSON rather than a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Args)]

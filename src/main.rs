@@ -4,7 +4,7 @@ use clap::Parser;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tracing_subscriber::EnvFilter;
 
-use ctxd::config::{Cli, Command, LogFormat, ServeArgs};
+use ctxd::config::{Cli, Command, LogFormat, ReplayArgs, ServeArgs};
 use ctxd::store::{self, redact};
 use ctxd::{app, AppState};
 
@@ -19,6 +19,7 @@ async fn main() -> ExitCode {
             migrate(&db.store_options()).await
         }
         Some(Command::Openapi) => print_openapi(),
+        Some(Command::Replay(args)) => replay(args).await,
         Some(Command::Healthcheck { listen }) => healthcheck(listen).await,
     };
     match result {
@@ -36,6 +37,40 @@ fn init_tracing(format: LogFormat) {
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn replay(args: ReplayArgs) -> Result<(), String> {
+    let tokenizer = serde_json::from_value(serde_json::Value::String(args.tokenizer.clone()))
+        .map_err(|_| {
+            format!(
+                "unknown tokenizer `{}`: o200k_base, cl100k_base or chars4",
+                args.tokenizer
+            )
+        })?;
+    let options = ctxd::replay::Options {
+        files: args.files,
+        server: args.server,
+        window: args.window,
+        reserved_output: args.reserved_output,
+        tokenizer,
+        cache_price: args.cache_price,
+    };
+    let report = ctxd::replay::run(&options).await?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", report.table());
+        for error in &report.total.errors {
+            println!("failed: {error}");
+        }
+    }
+    match report.failures() {
+        0 => Ok(()),
+        n => Err(format!("{n} views over budget, invalid, or refused")),
     }
 }
 

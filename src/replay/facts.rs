@@ -1,0 +1,162 @@
+//! The facts a session establishes, and whether a view still holds them: paths the agent acted
+//! on (in tool-call arguments and user messages), error lines of tool outputs, and the user's
+//! requests. A fact is kept when its text is in the view's text (verbatim, or in the summary).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+/// A session's facts, by kind.
+#[derive(Debug, Default, Clone)]
+pub struct Facts {
+    pub paths: BTreeSet<String>,
+    pub errors: BTreeSet<String>,
+    pub requests: BTreeSet<String>,
+}
+
+/// How many facts of each kind a view holds, of how many.
+#[derive(Debug, Default, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Kept {
+    pub paths: (usize, usize),
+    pub errors: (usize, usize),
+    pub requests: (usize, usize),
+}
+
+impl Kept {
+    /// The share of all facts kept (1 when there are none).
+    pub fn share(&self) -> f64 {
+        let kept = self.paths.0 + self.errors.0 + self.requests.0;
+        let all = self.paths.1 + self.errors.1 + self.requests.1;
+        if all == 0 {
+            1.0
+        } else {
+            kept as f64 / all as f64
+        }
+    }
+}
+
+/// The longest fact kept, in characters: a longer one is cut to it.
+const FACT_CHARS: usize = 120;
+
+impl Facts {
+    /// Takes in the facts of one chat message.
+    pub fn learn(&mut self, message: &Value) {
+        let text = message["content"].as_str().unwrap_or_default();
+        match message["role"].as_str() {
+            Some("user") => {
+                if let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) {
+                    self.requests.insert(cut(first));
+                }
+                self.paths.extend(paths(text));
+            }
+            Some("assistant") => {
+                for call in message["tool_calls"].as_array().into_iter().flatten() {
+                    let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
+                    self.paths.extend(paths(arguments));
+                }
+            }
+            Some("tool") => {
+                let errors = text.lines().map(str::trim).filter(|l| is_error_line(l));
+                self.errors.extend(errors.map(cut));
+            }
+            _ => {}
+        }
+    }
+
+    /// How many of these facts `view_text` holds.
+    pub fn kept_in(&self, view_text: &str) -> Kept {
+        let count = |set: &BTreeSet<String>| {
+            (
+                set.iter()
+                    .filter(|f| view_text.contains(f.as_str()))
+                    .count(),
+                set.len(),
+            )
+        };
+        Kept {
+            paths: count(&self.paths),
+            errors: count(&self.errors),
+            requests: count(&self.requests),
+        }
+    }
+}
+
+fn cut(text: &str) -> String {
+    crate::domain::text::prefix_chars(text, FACT_CHARS).to_owned()
+}
+
+/// Words that look like file paths: a `/` and an extension.
+fn paths(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | '(' | ')'))
+        .map(|w| w.trim_matches(|c: char| matches!(c, ':' | ';' | '.' | '[' | ']' | '{' | '}')))
+        .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
+        .filter(|w| w.rsplit('/').next().is_some_and(|name| name.contains('.')))
+        .map(str::to_owned)
+}
+
+/// A line that says what failed.
+fn is_error_line(line: &str) -> bool {
+    let lower = line.to_ascii_lowercase();
+    line.len() >= 8
+        && (lower.starts_with("error")
+            || lower.contains("error:")
+            || lower.contains("error[")
+            || line.contains("FAILED")
+            || line.contains("panicked at")
+            || lower.contains("exception"))
+}
+
+/// Every string of a rendered view, joined: what the model reads.
+pub fn view_text(view: &Value) -> String {
+    fn walk(value: &Value, out: &mut String) {
+        match value {
+            Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            Value::Object(map) => map.values().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    walk(view, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn facts_are_paths_errors_and_requests() {
+        let mut facts = Facts::default();
+        facts.learn(&json!({"role": "user", "content": "Fix src/lib.rs please\nthanks"}));
+        facts.learn(
+            &json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "read",
+                "arguments": "{\"path\": \"tests/parse.rs\"}"}}]}),
+        );
+        facts.learn(
+            &json!({"role": "tool", "content": "Compiling x\nerror[E0308]: mismatched types\nok"}),
+        );
+        assert_eq!(
+            facts.requests.iter().collect::<Vec<_>>(),
+            ["Fix src/lib.rs please"]
+        );
+        assert_eq!(
+            facts.paths.iter().collect::<Vec<_>>(),
+            ["src/lib.rs", "tests/parse.rs"]
+        );
+        assert_eq!(
+            facts.errors.iter().collect::<Vec<_>>(),
+            ["error[E0308]: mismatched types"]
+        );
+        let kept = facts.kept_in("summary: Fix src/lib.rs please; read tests/parse.rs");
+        assert_eq!(kept.paths, (2, 2));
+        assert_eq!(kept.errors, (0, 1));
+        assert!((kept.share() - 0.75).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,98 @@
+//! `ctxd replay` over committed recorded sessions (tests/fixtures/replay): the binary replays
+//! them turn by turn against a ctxd it starts itself and against a running one, in a window
+//! small enough that they compact; no view may be over budget or invalid, and the figures it
+//! reports must be consistent.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::on_both_backends;
+
+fn fixtures() -> Vec<String> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/replay");
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .map(|p| p.display().to_string())
+        .collect();
+    files.sort();
+    files
+}
+
+fn replay(window: &str, extra: &[&str]) -> (bool, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ctxd"))
+        .args([
+            "replay",
+            "--json",
+            "--window",
+            window,
+            "--reserved-output",
+            "1000",
+        ])
+        .args(extra)
+        .args(fixtures())
+        .output()
+        .expect("ctxd replay runs");
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not a JSON report ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.success(), report)
+}
+
+fn check(report: &Value) {
+    let total = &report["total"];
+    assert_eq!(report["sessions"].as_array().unwrap().len(), 3);
+    assert_eq!(total["over_budget"], 0, "{total}");
+    assert_eq!(total["invalid_views"], 0, "{total}");
+    assert_eq!(total["errors"], serde_json::json!([]), "{total}");
+    let sent = total["tokens_sent"].as_f64().unwrap();
+    let effective = total["effective_input_cost"].as_f64().unwrap();
+    assert!(
+        effective > 0.0 && effective < sent,
+        "caching pays: {effective} of {sent}"
+    );
+    let stability = total["prefix_stability"].as_f64().unwrap();
+    assert!(stability > 0.5 && stability <= 1.0, "{stability}");
+    let facts = total["facts_kept_end"].as_f64().unwrap();
+    assert!(facts > 0.0 && facts <= 1.0, "{facts}");
+    let acted: u64 = total["compactions"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert!(acted > 0, "the window is small enough to compact: {total}");
+    assert!(total["peak_utilization"].as_f64().unwrap() <= 1.0);
+}
+
+#[test]
+fn replay_reports_what_the_views_cost_and_keep() {
+    let (ok, report) = replay("6000", &[]);
+    assert!(ok, "{report}");
+    check(&report);
+}
+
+on_both_backends! {
+    async fn replay_is_a_client_of_any_running_ctxd(app) {
+        let base = app.url("");
+        let (ok, report) = tokio::task::spawn_blocking(move || replay("6000", &["--server", &base])).await.unwrap();
+        assert!(ok, "{report}");
+        check(&report);
+    }
+}
+
+/// A view the checks refuse makes the exit status 1: here, a window no view can fit.
+#[test]
+fn a_failure_is_the_exit_status() {
+    let (ok, report) = replay("1500", &[]);
+    assert!(!ok);
+    assert!(
+        !report["total"]["errors"].as_array().unwrap().is_empty(),
+        "{report}"
+    );
+}

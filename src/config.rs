@@ -72,6 +72,10 @@ pub struct ReplayArgs {
     /// Print the report as JSON rather than a table.
     #[arg(long)]
     pub json: bool,
+    /// Also measure plain baselines on the same history: no compaction, sliding truncation,
+    /// chunked truncation and observation masking.
+    #[arg(long)]
+    pub compare: bool,
 }
 
 #[derive(Debug, Clone, Args)]

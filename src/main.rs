@@ -55,6 +55,7 @@ async fn replay(args: ReplayArgs) -> Result<(), String> {
         reserved_output: args.reserved_output,
         tokenizer,
         cache_price: args.cache_price,
+        compare: args.compare,
     };
     let report = ctxd::replay::run(&options).await?;
     if args.json {

@@ -9,6 +9,7 @@
 //! started in this process on a temporary SQLite file, or against a running one (`server`), as
 //! a real client of the public API either way.
 
+pub mod baselines;
 pub mod facts;
 pub mod input;
 
@@ -24,6 +25,7 @@ use crate::engine::validate::validate_openai;
 use crate::store::{self, StoreOptions};
 use crate::tokens::Tokenizer;
 use crate::{app, AppState};
+use baselines::{message_tokens, Baseline, Bounder};
 use facts::{view_text, Facts, Kept};
 
 /// What to replay, and how.
@@ -37,6 +39,8 @@ pub struct Options {
     pub tokenizer: Tokenizer,
     /// The price of a cached input token, as a share of an uncached one.
     pub cache_price: f64,
+    /// Also measure the baselines (see [`baselines`]) on the same history.
+    pub compare: bool,
 }
 
 /// What one session's replay (or all of them, added up) showed.
@@ -85,11 +89,21 @@ impl SessionReport {
 pub struct Report {
     pub sessions: Vec<SessionReport>,
     pub total: SessionReport,
+    /// With `compare`: each baseline's total over the same sessions.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub baselines: BTreeMap<String, SessionReport>,
 }
 
 impl Report {
+    /// What must be 0: ctxd's views over budget, any invalid view, any failed request (a
+    /// baseline without compaction is over budget by design).
     pub fn failures(&self) -> usize {
         self.total.failures()
+            + self
+                .baselines
+                .values()
+                .map(|b| b.invalid_views)
+                .sum::<usize>()
     }
 
     /// The report as a text table, a session a row and the total last.
@@ -107,8 +121,18 @@ impl Report {
             "p99ms",
             "fail"
         );
-        for r in self.sessions.iter().chain([&self.total]) {
-            let name: String = r.session.chars().take(48).collect();
+        let baselines = self
+            .baselines
+            .iter()
+            .map(|(name, r)| (format!("  {name}"), r));
+        let rows = self
+            .sessions
+            .iter()
+            .chain([&self.total])
+            .map(|r| (r.session.clone(), r))
+            .chain(baselines);
+        for (name, r) in rows {
+            let name: String = name.chars().take(48).collect();
             out.push_str(&format!(
                 "{:<48} {:>6} {:>11} {:>11.0} {:>7.2} {:>7.2} {:>6} {:>6.2} {:>6.1} {:>5}\n",
                 name,
@@ -138,6 +162,7 @@ pub async fn run(options: &Options) -> Result<Report, String> {
     };
     let client = reqwest::Client::new();
     let mut report = Report::default();
+    let mut baselines: BTreeMap<&str, Vec<SessionReport>> = BTreeMap::new();
     for file in &options.files {
         let name = file.display().to_string();
         let text = std::fs::read_to_string(file).map_err(|e| format!("{name}: {e}"))?;
@@ -145,10 +170,20 @@ pub async fn run(options: &Options) -> Result<Report, String> {
         let short = file
             .file_name()
             .map_or(name.clone(), |n| n.to_string_lossy().into_owned());
-        let session = replay(&client, &base, options, &short, &messages).await;
-        report.sessions.push(session);
+        let replayed = replay(&client, &base, options, &short, &messages).await;
+        report.sessions.push(replayed.ctxd);
+        for (baseline, session) in replayed.baselines {
+            baselines
+                .entry(baseline.name())
+                .or_insert_with(Vec::new)
+                .push(session);
+        }
     }
     report.total = total(&report.sessions);
+    report.baselines = baselines
+        .into_iter()
+        .map(|(name, sessions)| (name.to_owned(), total(&sessions)))
+        .collect();
     Ok(report)
 }
 
@@ -189,11 +224,9 @@ impl Drop for InProcess {
     }
 }
 
-/// A session's replay as it goes.
-struct Replay<'o> {
-    options: &'o Options,
+/// The measures of one way of bounding a session (ctxd's policy or a baseline), turn by turn.
+struct Meter {
     report: SessionReport,
-    facts: Facts,
     /// The previous view's messages.
     previous: Option<Vec<Value>>,
     extends: usize,
@@ -203,121 +236,72 @@ struct Replay<'o> {
     latencies: Vec<f64>,
 }
 
-async fn replay(
-    client: &reqwest::Client,
-    base: &str,
-    options: &Options,
-    name: &str,
-    messages: &[Value],
-) -> SessionReport {
-    let mut run = Replay {
-        options,
-        report: SessionReport {
-            session: name.to_owned(),
-            messages: messages.len(),
-            ..SessionReport::default()
-        },
-        facts: Facts::default(),
-        previous: None,
-        extends: 0,
-        reused: 0.0,
-        kept_sum: 0.0,
-        utilization: Vec::new(),
-        latencies: Vec::new(),
-    };
-    let config = json!({"config": {"context_window": options.window,
-        "max_output_tokens": options.reserved_output, "tokenizer": options.tokenizer}});
-    let session = match post(client, &format!("{base}/sessions"), &config).await {
-        Ok(body) => body["id"].as_str().unwrap_or_default().to_owned(),
-        Err(e) => {
-            run.report.errors.push(format!("creating the session: {e}"));
-            return run.report;
-        }
-    };
-    let url = format!("{base}/sessions/{session}/turn");
-    // Before every assistant message, the messages since the last turn; then what is left.
-    let mut pending: Vec<Value> = Vec::new();
-    for (index, message) in messages.iter().enumerate() {
-        if message["role"] == "assistant" && !pending.is_empty() {
-            if let Err(e) = run.turn(client, &url, &pending).await {
-                run.report
-                    .errors
-                    .push(format!("the turn before message {index}: {e}"));
-                return run.finish(client, base, &session).await;
-            }
-            pending.clear();
-        }
-        run.facts.learn(message);
-        pending.push(message.clone());
-    }
-    if !pending.is_empty() {
-        if let Err(e) = run.turn(client, &url, &pending).await {
-            run.report.errors.push(format!("the last turn: {e}"));
+impl Meter {
+    fn new(session: &str, messages: usize) -> Self {
+        Self {
+            report: SessionReport {
+                session: session.to_owned(),
+                messages,
+                ..SessionReport::default()
+            },
+            previous: None,
+            extends: 0,
+            reused: 0.0,
+            kept_sum: 0.0,
+            utilization: Vec::new(),
+            latencies: Vec::new(),
         }
     }
-    run.finish(client, base, &session).await
-}
 
-impl Replay<'_> {
-    /// Sends `new` as a turn and measures the view that comes back.
-    async fn turn(
+    /// Measures a view of `messages` that sends `sent` tokens, `used` of the `budget`.
+    fn view(
         &mut self,
-        client: &reqwest::Client,
-        url: &str,
-        new: &[Value],
-    ) -> Result<(), String> {
-        let answer = post(client, url, &json!({"format": "openai", "messages": new})).await?;
-        let (record, view) = (&answer["record"], &answer["view"]);
+        messages: Vec<Value>,
+        sent: i64,
+        used: f64,
+        budget: f64,
+        facts: &Facts,
+        options: &Options,
+    ) {
         let report = &mut self.report;
         report.turns += 1;
-        let sent = record["input_tokens_estimate"].as_i64().unwrap_or(0);
         report.tokens_sent += sent;
-        if record["tokens_after"].as_i64() > record["budget"].as_i64() {
+        if used > budget {
             report.over_budget += 1;
         }
-        if let Err(e) = validate_openai(view) {
+        let view = json!({ "messages": messages });
+        if let Err(e) = validate_openai(&view) {
             report.invalid_views += 1;
             report
                 .errors
                 .push(format!("an invalid view at turn {}: {e}", report.turns));
         }
-        let budget = record["budget"].as_f64().unwrap_or(1.0).max(1.0);
-        self.utilization
-            .push(record["tokens_after"].as_f64().unwrap_or(0.0) / budget);
-        if record["acted"] == true {
-            let tier = record["tier"].as_str().unwrap_or("?").to_owned();
-            *report.compactions.entry(tier).or_default() += 1;
-            self.latencies
-                .push(record["duration_ms"].as_f64().unwrap_or_default());
-        }
-        report.summarizer_calls += record["summarizer"]["attempts"].as_i64().unwrap_or(0);
-        let now: Vec<Value> = view["messages"].as_array().cloned().unwrap_or_default();
+        self.utilization.push(used / budget.max(1.0));
         // The prefix this view repeats from the previous one, priced as cached.
-        if let Some(before) = &self.previous {
-            let common = before.iter().zip(&now).take_while(|(a, b)| a == b).count();
-            if common == before.len() {
-                self.extends += 1;
+        match &self.previous {
+            Some(before) => {
+                let common = before
+                    .iter()
+                    .zip(&messages)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                if common == before.len() {
+                    self.extends += 1;
+                }
+                let cached = token_share(options.tokenizer, &messages, common) * sent as f64;
+                self.reused += cached;
+                report.effective_input_cost +=
+                    cached * options.cache_price + (sent as f64 - cached);
             }
-            let cached = token_share(self.options.tokenizer, &now, common) * sent as f64;
-            self.reused += cached;
-            report.effective_input_cost +=
-                cached * self.options.cache_price + (sent as f64 - cached);
-        } else {
-            report.effective_input_cost += sent as f64;
+            None => report.effective_input_cost += sent as f64,
         }
-        let kept = self.facts.kept_in(&view_text(view));
+        let kept = facts.kept_in(&view_text(&view));
         self.kept_sum += kept.share();
         report.facts_end = kept;
-        self.previous = Some(now);
-        Ok(())
+        self.previous = Some(messages);
     }
 
-    async fn finish(
-        mut self,
-        client: &reqwest::Client,
-        base: &str,
-        session: &str,
-    ) -> SessionReport {
+    fn finish(mut self) -> SessionReport {
         let r = &mut self.report;
         if r.turns > 1 {
             r.prefix_stability = self.extends as f64 / (r.turns - 1) as f64;
@@ -332,11 +316,146 @@ impl Replay<'_> {
         r.facts_kept_end = r.facts_end.share();
         r.peak_utilization = self.utilization.iter().copied().fold(0.0, f64::max);
         (r.compaction_ms_p50, r.compaction_ms_p99) = percentiles(&mut self.latencies);
-        let _ = client
-            .delete(format!("{base}/sessions/{session}"))
-            .send()
-            .await;
         self.report
+    }
+}
+
+/// A session's replay as it goes: ctxd's views, and each baseline's from the same history.
+struct Replay<'o> {
+    options: &'o Options,
+    facts: Facts,
+    history: Vec<Value>,
+    ctxd: Meter,
+    baselines: Vec<(Bounder, Meter)>,
+}
+
+/// What replaying one session showed: ctxd's figures, and each baseline's.
+struct Replayed {
+    ctxd: SessionReport,
+    baselines: Vec<(Baseline, SessionReport)>,
+}
+
+async fn replay(
+    client: &reqwest::Client,
+    base: &str,
+    options: &Options,
+    name: &str,
+    messages: &[Value],
+) -> Replayed {
+    let baselines = if options.compare {
+        Baseline::ALL.to_vec()
+    } else {
+        Vec::new()
+    };
+    let mut run = Replay {
+        options,
+        facts: Facts::default(),
+        history: Vec::with_capacity(messages.len()),
+        ctxd: Meter::new(name, messages.len()),
+        baselines: baselines
+            .into_iter()
+            .map(|b| (Bounder::new(b), Meter::new(name, messages.len())))
+            .collect(),
+    };
+    let config = json!({"config": {"context_window": options.window,
+        "max_output_tokens": options.reserved_output, "tokenizer": options.tokenizer}});
+    let session = match post(client, &format!("{base}/sessions"), &config).await {
+        Ok(body) => body["id"].as_str().unwrap_or_default().to_owned(),
+        Err(e) => {
+            run.ctxd
+                .report
+                .errors
+                .push(format!("creating the session: {e}"));
+            return run.finish();
+        }
+    };
+    let url = format!("{base}/sessions/{session}/turn");
+    // Before every assistant message, the messages since the last turn; then what is left.
+    let mut pending = 0;
+    for (index, message) in messages.iter().enumerate() {
+        if message["role"] == "assistant" && pending > 0 {
+            if let Err(e) = run.turn(client, &url, pending).await {
+                run.ctxd
+                    .report
+                    .errors
+                    .push(format!("the turn before message {index}: {e}"));
+                break;
+            }
+            pending = 0;
+        }
+        run.facts.learn(message);
+        run.history.push(message.clone());
+        pending += 1;
+    }
+    if pending > 0 && run.ctxd.report.errors.is_empty() {
+        if let Err(e) = run.turn(client, &url, pending).await {
+            run.ctxd.report.errors.push(format!("the last turn: {e}"));
+        }
+    }
+    let _ = client
+        .delete(format!("{base}/sessions/{session}"))
+        .send()
+        .await;
+    run.finish()
+}
+
+impl Replay<'_> {
+    /// Sends the last `new` messages of the history as a turn and measures the view that comes
+    /// back, and each baseline's view of the same history.
+    async fn turn(
+        &mut self,
+        client: &reqwest::Client,
+        url: &str,
+        new: usize,
+    ) -> Result<(), String> {
+        let new = &self.history[self.history.len() - new..];
+        let answer = post(client, url, &json!({"format": "openai", "messages": new})).await?;
+        let (record, view) = (&answer["record"], &answer["view"]);
+        let sent = record["input_tokens_estimate"].as_i64().unwrap_or(0);
+        let used = record["tokens_after"].as_f64().unwrap_or(0.0);
+        let budget = record["budget"].as_f64().unwrap_or(1.0);
+        if record["acted"] == true {
+            let tier = record["tier"].as_str().unwrap_or("?").to_owned();
+            *self.ctxd.report.compactions.entry(tier).or_default() += 1;
+            self.ctxd
+                .latencies
+                .push(record["duration_ms"].as_f64().unwrap_or_default());
+        }
+        self.ctxd.report.summarizer_calls += record["summarizer"]["attempts"].as_i64().unwrap_or(0);
+        let messages: Vec<Value> = view["messages"].as_array().cloned().unwrap_or_default();
+        self.ctxd
+            .view(messages, sent, used, budget, &self.facts, self.options);
+
+        let options = self.options;
+        let room = i64::from(options.window) - i64::from(options.reserved_output);
+        for (bounder, meter) in &mut self.baselines {
+            let view = bounder.view(&self.history, room, options.tokenizer);
+            let sent: i64 = view
+                .iter()
+                .map(|m| message_tokens(m, options.tokenizer))
+                .sum();
+            let used = (sent + i64::from(options.reserved_output)) as f64;
+            meter.view(
+                view,
+                sent,
+                used,
+                f64::from(options.window),
+                &self.facts,
+                options,
+            );
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Replayed {
+        Replayed {
+            ctxd: self.ctxd.finish(),
+            baselines: self
+                .baselines
+                .into_iter()
+                .map(|(bounder, meter)| (bounder.baseline, meter.finish()))
+                .collect(),
+        }
     }
 }
 

@@ -75,6 +75,40 @@ fn replay_reports_what_the_views_cost_and_keep() {
     let (ok, report) = replay("6000", &[]);
     assert!(ok, "{report}");
     check(&report);
+    assert!(report.get("baselines").is_none());
+}
+
+/// With --compare, the baselines are measured on the same history, beside ctxd's figures: every
+/// view valid, the truncations within the window, no compaction over it.
+#[test]
+fn replay_compares_the_plain_baselines() {
+    let (ok, report) = replay("6000", &["--compare"]);
+    assert!(ok, "{report}");
+    check(&report);
+    let baselines = report["baselines"].as_object().expect("baselines");
+    let names: Vec<&str> = baselines.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "chunked_truncation",
+            "no_compaction",
+            "observation_masking",
+            "sliding_truncation"
+        ]
+    );
+    for (name, b) in baselines {
+        assert_eq!(b["invalid_views"], 0, "{name}: {b}");
+        assert_eq!(b["turns"], report["total"]["turns"], "{name}");
+        let over = b["over_budget"].as_u64().unwrap();
+        if name == "no_compaction" {
+            assert!(over > 0, "the sessions outgrow the window");
+        } else {
+            assert_eq!(over, 0, "{name}");
+        }
+    }
+    // Chunked truncation keeps its prefix longest; sliding truncation re-sends the most.
+    let stability = |n: &str| baselines[n]["prefix_stability"].as_f64().unwrap();
+    assert!(stability("chunked_truncation") > stability("sliding_truncation"));
 }
 
 on_both_backends! {

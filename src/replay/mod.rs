@@ -173,10 +173,7 @@ pub async fn run(options: &Options) -> Result<Report, String> {
         let replayed = replay(&client, &base, options, &short, &messages).await;
         report.sessions.push(replayed.ctxd);
         for (baseline, session) in replayed.baselines {
-            baselines
-                .entry(baseline.name())
-                .or_insert_with(Vec::new)
-                .push(session);
+            baselines.entry(baseline.name()).or_default().push(session);
         }
     }
     report.total = total(&report.sessions);

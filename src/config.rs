@@ -76,6 +76,9 @@ pub struct ReplayArgs {
     /// chunked truncation and observation masking.
     #[arg(long)]
     pub compare: bool,
+    /// Write an SVG chart of utilization and cumulative effective cost per turn to this file.
+    #[arg(long)]
+    pub chart: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

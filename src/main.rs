@@ -49,7 +49,7 @@ async fn replay(args: ReplayArgs) -> Result<(), String> {
             )
         })?;
     let options = ctxd::replay::Options {
-        files: args.files,
+        files: args.files.clone(),
         server: args.server,
         window: args.window,
         reserved_output: args.reserved_output,
@@ -58,6 +58,15 @@ async fn replay(args: ReplayArgs) -> Result<(), String> {
         compare: args.compare,
     };
     let report = ctxd::replay::run(&options).await?;
+    if let Some(path) = &args.chart {
+        let title = format!(
+            "ctxd replay: {} sessions, {}-token window",
+            report.sessions.len(),
+            args.window
+        );
+        std::fs::write(path, report.chart(&title))
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
     if args.json {
         println!(
             "{}",

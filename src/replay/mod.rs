@@ -10,6 +10,7 @@
 //! a real client of the public API either way.
 
 pub mod baselines;
+pub mod chart;
 pub mod facts;
 pub mod input;
 
@@ -41,6 +42,19 @@ pub struct Options {
     pub cache_price: f64,
     /// Also measure the baselines (see [`baselines`]) on the same history.
     pub compare: bool,
+}
+
+impl Report {
+    /// The chart of the totals: ctxd's policy, then each baseline.
+    pub fn chart(&self, title: &str) -> String {
+        let mut series = vec![("progressive".to_owned(), self.total.series.clone())];
+        series.extend(
+            self.baselines
+                .iter()
+                .map(|(name, r)| (name.clone(), r.series.clone())),
+        );
+        chart::svg(title, &series)
+    }
 }
 
 /// What one session's replay (or all of them, added up) showed.
@@ -75,6 +89,9 @@ pub struct SessionReport {
     pub mean_utilization: f64,
     pub compaction_ms_p50: f64,
     pub compaction_ms_p99: f64,
+    /// Turn by turn, for the chart (sessions one after another in a total).
+    #[serde(skip)]
+    pub series: Vec<chart::Point>,
 }
 
 impl SessionReport {
@@ -250,13 +267,16 @@ impl Meter {
         }
     }
 
-    /// Measures a view of `messages` that sends `sent` tokens, `used` of the `budget`.
+    /// Measures a view of `messages` that sends `sent` tokens, `used` of the `budget`, made
+    /// by a compaction at `tier` when one acted.
+    #[allow(clippy::too_many_arguments)]
     fn view(
         &mut self,
         messages: Vec<Value>,
         sent: i64,
         used: f64,
         budget: f64,
+        tier: Option<String>,
         facts: &Facts,
         options: &Options,
     ) {
@@ -295,6 +315,11 @@ impl Meter {
         let kept = facts.kept_in(&view_text(&view));
         self.kept_sum += kept.share();
         report.facts_end = kept;
+        report.series.push(chart::Point {
+            utilization: used / budget.max(1.0),
+            cumulative_cost: report.effective_input_cost,
+            tier,
+        });
         self.previous = Some(messages);
     }
 
@@ -411,17 +436,30 @@ impl Replay<'_> {
         let sent = record["input_tokens_estimate"].as_i64().unwrap_or(0);
         let used = record["tokens_after"].as_f64().unwrap_or(0.0);
         let budget = record["budget"].as_f64().unwrap_or(1.0);
-        if record["acted"] == true {
-            let tier = record["tier"].as_str().unwrap_or("?").to_owned();
-            *self.ctxd.report.compactions.entry(tier).or_default() += 1;
+        let acted =
+            (record["acted"] == true).then(|| record["tier"].as_str().unwrap_or("?").to_owned());
+        if let Some(tier) = &acted {
+            *self
+                .ctxd
+                .report
+                .compactions
+                .entry(tier.clone())
+                .or_default() += 1;
             self.ctxd
                 .latencies
                 .push(record["duration_ms"].as_f64().unwrap_or_default());
         }
         self.ctxd.report.summarizer_calls += record["summarizer"]["attempts"].as_i64().unwrap_or(0);
         let messages: Vec<Value> = view["messages"].as_array().cloned().unwrap_or_default();
-        self.ctxd
-            .view(messages, sent, used, budget, &self.facts, self.options);
+        self.ctxd.view(
+            messages,
+            sent,
+            used,
+            budget,
+            acted,
+            &self.facts,
+            self.options,
+        );
 
         let options = self.options;
         let room = i64::from(options.window) - i64::from(options.reserved_output);
@@ -432,14 +470,8 @@ impl Replay<'_> {
                 .map(|m| message_tokens(m, options.tokenizer))
                 .sum();
             let used = (sent + i64::from(options.reserved_output)) as f64;
-            meter.view(
-                view,
-                sent,
-                used,
-                f64::from(options.window),
-                &self.facts,
-                options,
-            );
+            let window = f64::from(options.window);
+            meter.view(view, sent, used, window, None, &self.facts, options);
         }
         Ok(())
     }
@@ -525,6 +557,11 @@ fn total(sessions: &[SessionReport]) -> SessionReport {
         for (tier, n) in &s.compactions {
             *t.compactions.entry(tier.clone()).or_default() += n;
         }
+        let before = t.series.last().map_or(0.0, |p| p.cumulative_cost);
+        t.series.extend(s.series.iter().map(|p| chart::Point {
+            cumulative_cost: before + p.cumulative_cost,
+            ..p.clone()
+        }));
         t.peak_utilization = t.peak_utilization.max(s.peak_utilization);
         t.compaction_ms_p99 = t.compaction_ms_p99.max(s.compaction_ms_p99);
         let k = &mut t.facts_end;

@@ -82,7 +82,9 @@ fn replay_reports_what_the_views_cost_and_keep() {
 /// view valid, the truncations within the window, no compaction over it.
 #[test]
 fn replay_compares_the_plain_baselines() {
-    let (ok, report) = replay("6000", &["--compare"]);
+    let dir = tempfile::tempdir().unwrap();
+    let chart = dir.path().join("replay.svg");
+    let (ok, report) = replay("6000", &["--compare", "--chart", chart.to_str().unwrap()]);
     assert!(ok, "{report}");
     check(&report);
     let baselines = report["baselines"].as_object().expect("baselines");
@@ -106,6 +108,17 @@ fn replay_compares_the_plain_baselines() {
             assert_eq!(over, 0, "{name}");
         }
     }
+    // The chart: both panels' line for ctxd's policy and each baseline, compactions marked.
+    let svg = std::fs::read_to_string(&chart).expect("the chart is written");
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<polyline").count(), 2 * 5);
+    let acted: u64 = report["total"]["compactions"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(svg.matches("compaction at turn").count() as u64, acted);
     // Chunked truncation keeps its prefix longest; sliding truncation re-sends the most.
     let stability = |n: &str| baselines[n]["prefix_stability"].as_f64().unwrap();
     assert!(stability("chunked_truncation") > stability("sliding_truncation"));

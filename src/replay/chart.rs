@@ -103,10 +103,9 @@ pub fn svg(title: &str, series: &[(String, Vec<Point>)]) -> String {
             } else {
                 format!("{value:.2}")
             };
-            let _ = write!(
+            let _ = writeln!(
                 out,
-                r##"<line x1="{}" y1="{y}" x2="{LEFT}" y2="{y}" stroke="#333"/><text x="{}" y="{}" text-anchor="end">{text}</text>
-"##,
+                r##"<line x1="{}" y1="{y}" x2="{LEFT}" y2="{y}" stroke="#333"/><text x="{}" y="{}" text-anchor="end">{text}</text>"##,
                 LEFT - 5.0,
                 LEFT - 8.0,
                 y + 4.0
@@ -114,10 +113,9 @@ pub fn svg(title: &str, series: &[(String, Vec<Point>)]) -> String {
         }
         for k in 0..=5 {
             let turn = (turns - 1) * k / 5;
-            let _ = write!(
+            let _ = writeln!(
                 out,
-                r##"<line x1="{xx}" y1="{b}" x2="{xx}" y2="{}" stroke="#333"/><text x="{xx}" y="{}" text-anchor="middle">{turn}</text>
-"##,
+                r##"<line x1="{xx}" y1="{b}" x2="{xx}" y2="{}" stroke="#333"/><text x="{xx}" y="{}" text-anchor="middle">{turn}</text>"##,
                 panel_top + PANEL + 5.0,
                 panel_top + PANEL + 18.0,
                 xx = x(turn),

@@ -1,14 +1,42 @@
 //! Recorded sessions read as OpenAI chat messages, whatever shape they were recorded in: the
 //! development corpus's chat log (one `{role, content, tool_calls: [{id, name, arguments}],
-//! tool_call_id}` a line), OpenAI chat message lists, or ctxd's own event objects (their
-//! messages). A file is a JSON array or one JSON object a line.
+//! tool_call_id}` a line), OpenAI chat message lists, Anthropic message lists (content blocks,
+//! tool_use and tool_result), Claude Code session logs (one row a line, a message's streamed
+//! rows merged), SWE-agent `.traj` files (their `history`), or ctxd's own event objects (their
+//! messages). A file is a JSON array or object, or one JSON object a line.
 
 use serde_json::{json, Map, Value};
 
 /// The messages of the session in `text`; `name` names the file in errors.
 pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
-    let items: Vec<Value> = if text.trim_start().starts_with('[') {
-        serde_json::from_str(text).map_err(|e| format!("{name}: not a JSON array: {e}"))?
+    let trimmed = text.trim_start();
+    let whole: Option<Value> = if trimmed.starts_with('[') || trimmed.starts_with('{') {
+        serde_json::from_str(text).ok()
+    } else {
+        None
+    };
+    let items: Vec<Value> = if let Some(Value::Array(items)) = whole {
+        items
+    } else if let Some(Value::Object(mut object)) = whole {
+        // A SWE-agent trajectory (its model-facing `history`), or a request body (`messages`,
+        // with Anthropic's `system` apart).
+        let system = object.remove("system").filter(|s| s.is_string());
+        match object
+            .remove("history")
+            .or_else(|| object.remove("messages"))
+        {
+            Some(Value::Array(mut items)) => {
+                if let Some(system) = system {
+                    items.insert(0, json!({"role": "system", "content": system}));
+                }
+                items
+            }
+            _ => {
+                return Err(format!(
+                    "{name}: a JSON object without a `history` or `messages` list"
+                ))
+            }
+        }
     } else {
         text.lines()
             .enumerate()
@@ -19,20 +47,120 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
             .collect::<Result<_, _>>()?
     };
     let mut messages = Vec::with_capacity(items.len());
+    let mut claude_code: Option<(String, Value)> = None;
     for (i, item) in items.into_iter().enumerate() {
-        let Value::Object(object) = item else {
+        let Value::Object(mut object) = item else {
             return Err(format!("{name}: item {i} is not an object"));
         };
+        // A Claude Code row: its message, streamed over several rows with the same id.
+        if let (Some("user" | "assistant"), Some(Value::Object(_))) = (
+            object.get("type").and_then(Value::as_str),
+            object.get("message"),
+        ) {
+            if object.get("isSidechain") == Some(&Value::Bool(true)) {
+                continue;
+            }
+            let message = object.remove("message").unwrap_or_default();
+            let id = message["id"].as_str().unwrap_or_default().to_owned();
+            match &mut claude_code {
+                Some((last, merged)) if !id.is_empty() && *last == id => {
+                    let more = blocks(&message["content"]);
+                    if let Some(Value::Array(content)) = merged.get_mut("content") {
+                        content.extend(more);
+                    }
+                }
+                _ => {
+                    if let Some((_, done)) = claude_code.take() {
+                        messages.extend(anthropic(done));
+                    }
+                    let mut message = message;
+                    message["content"] = Value::Array(blocks(&message["content"]));
+                    claude_code = Some((id, message));
+                }
+            }
+            continue;
+        }
+        if let Some((_, done)) = claude_code.take() {
+            messages.extend(anthropic(done));
+        }
         match object.get("type").and_then(Value::as_str) {
             // ctxd's events: only messages go to the model.
+            Some("message") | None if object.get("content").is_some_and(Value::is_array) => {
+                messages.extend(anthropic(Value::Object(object)));
+            }
             Some("message") | None => messages.push(chat(object)),
             Some(_) => {}
         }
+    }
+    if let Some((_, done)) = claude_code.take() {
+        messages.extend(anthropic(done));
     }
     if messages.is_empty() {
         return Err(format!("{name}: no messages"));
     }
     Ok(messages)
+}
+
+/// Content as a list of blocks: a string becomes one text block.
+fn blocks(content: &Value) -> Vec<Value> {
+    match content {
+        Value::Array(blocks) => blocks.clone(),
+        Value::String(text) => vec![json!({"type": "text", "text": text})],
+        _ => Vec::new(),
+    }
+}
+
+/// The text of content blocks (or of a string), joined.
+fn text_of(content: &Value) -> String {
+    blocks(content)
+        .iter()
+        .filter_map(|b| match b["type"].as_str() {
+            Some("text") => b["text"].as_str().map(str::to_owned),
+            Some("image") => Some("[image]".to_owned()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// An Anthropic message (content blocks) as chat messages: an assistant's tool_use blocks as
+/// tool calls; a user's tool_result blocks as tool messages first, then its text.
+fn anthropic(message: Value) -> Vec<Value> {
+    let role = message["role"].as_str().unwrap_or("user");
+    let content = blocks(&message["content"]);
+    if role == "assistant" {
+        let calls: Vec<Value> = content
+            .iter()
+            .filter(|b| b["type"] == "tool_use")
+            .map(|b| {
+                json!({"id": b["id"], "type": "function", "function": {"name": b["name"],
+                "arguments": b["input"].to_string()}})
+            })
+            .collect();
+        let mut chat = json!({"role": "assistant", "content": text_of(&message["content"])});
+        if !calls.is_empty() {
+            chat["tool_calls"] = Value::Array(calls);
+        }
+        return vec![chat];
+    }
+    let mut out: Vec<Value> = content
+        .iter()
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            json!({"role": "tool", "tool_call_id": b["tool_use_id"],
+            "content": text_of(&b["content"])})
+        })
+        .collect();
+    let text = text_of(&Value::Array(
+        content
+            .into_iter()
+            .filter(|b| b["type"] != "tool_result")
+            .collect(),
+    ));
+    if !text.is_empty() {
+        out.push(json!({"role": role, "content": text}));
+    }
+    out
 }
 
 /// One message in OpenAI chat shape: tool calls as `{id, type, function: {name, arguments}}`.
@@ -83,6 +211,31 @@ mod tests {
         let read = super::read("events.json", events).unwrap();
         assert_eq!(read, [json!({"role": "user", "content": "hi"})]);
         assert!(super::read("x", "[]").is_err());
+        let anthropic = r#"[{"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"},
+                {"type": "tool_use", "id": "t1", "name": "bash", "input": {"cmd": "ls"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.rs"},
+                {"type": "text", "text": "and?"}]}]"#;
+        let read = super::read("anthropic.json", anthropic).unwrap();
+        let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "user"]);
+        assert_eq!(
+            read[1]["tool_calls"][0]["function"]["arguments"],
+            "{\"cmd\":\"ls\"}"
+        );
+        // Claude Code rows: one message streamed over two rows, a sidechain row left out.
+        let rows = r#"{"type": "user", "message": {"role": "user", "content": "fix it"}}
+{"type": "assistant", "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": "Looking."}]}}
+{"type": "assistant", "message": {"id": "m1", "role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]}}
+{"type": "user", "isSidechain": true, "message": {"role": "user", "content": "aside"}}
+{"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}}"#;
+        let read = super::read("claude.jsonl", rows).unwrap();
+        let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool"]);
+        assert_eq!(read[1]["content"], "Looking.");
+        // A SWE-agent trajectory's history.
+        let traj = r#"{"trajectory": [], "history": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]}"#;
+        assert_eq!(super::read("t.traj", traj).unwrap().len(), 2);
         assert!(super::read("x", "{oops").unwrap_err().contains("x:1"));
     }
 }

@@ -143,3 +143,32 @@ fn a_failure_is_the_exit_status() {
         "{report}"
     );
 }
+
+/// Anthropic message lists (here the Claude-Code-like session of the turn tests) replay too.
+#[test]
+fn anthropic_sessions_replay_too() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/turns/claude_code_thinking.json"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_ctxd"))
+        .args(["replay", "--json", "--compare", "--window", "16000", file])
+        .output()
+        .expect("ctxd replay runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let total = &report["total"];
+    assert!(total["turns"].as_u64().unwrap() > 40, "{total}");
+    assert_eq!(total["over_budget"], 0);
+    let acted: u64 = total["compactions"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert!(acted > 0);
+}

@@ -40,6 +40,8 @@ pub enum Command {
     /// Replay recorded sessions through ctxd turn by turn and report what the views cost and
     /// keep (exit status 1 when a view is over budget or invalid, or a request fails).
     Replay(ReplayArgs),
+    /// Write a long synthetic session, deterministic from a seed, with planted facts.
+    Synth(SynthArgs),
     /// Exit 0 when the service at --listen answers /healthz (for container health checks).
     Healthcheck {
         #[arg(long, env = "CTXD_LISTEN", default_value = "127.0.0.1:8080")]
@@ -79,6 +81,29 @@ pub struct ReplayArgs {
     /// Write an SVG chart of utilization and cumulative effective cost per turn to this file.
     #[arg(long)]
     pub chart: Option<std::path::PathBuf>,
+    /// A facts file of `ctxd synth` (`{"facts": [...]}`): sentences to look for in every view.
+    #[arg(long)]
+    pub facts: Option<std::path::PathBuf>,
+}
+
+/// `ctxd synth`'s settings.
+#[derive(Debug, Clone, Args)]
+pub struct SynthArgs {
+    /// `coding` (reads, edits, long test logs, a 200,000-character output) or `support`.
+    #[arg(long, default_value = "coding")]
+    pub kind: String,
+    /// Model turns.
+    #[arg(long, default_value_t = 100)]
+    pub turns: usize,
+    /// The same seed writes the same session.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Where to write the session (one chat message a line).
+    #[arg(long)]
+    pub out: std::path::PathBuf,
+    /// Where to write the planted facts, for `ctxd replay --facts`.
+    #[arg(long)]
+    pub facts: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

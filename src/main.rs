@@ -4,7 +4,7 @@ use clap::Parser;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tracing_subscriber::EnvFilter;
 
-use ctxd::config::{Cli, Command, LogFormat, ReplayArgs, ServeArgs};
+use ctxd::config::{Cli, Command, LogFormat, ReplayArgs, ServeArgs, SynthArgs};
 use ctxd::store::{self, redact};
 use ctxd::{app, AppState};
 
@@ -20,6 +20,7 @@ async fn main() -> ExitCode {
         }
         Some(Command::Openapi) => print_openapi(),
         Some(Command::Replay(args)) => replay(args).await,
+        Some(Command::Synth(args)) => synth(args),
         Some(Command::Healthcheck { listen }) => healthcheck(listen).await,
     };
     match result {
@@ -56,6 +57,10 @@ async fn replay(args: ReplayArgs) -> Result<(), String> {
         tokenizer,
         cache_price: args.cache_price,
         compare: args.compare,
+        planted: match &args.facts {
+            Some(path) => read_facts(path)?,
+            None => Vec::new(),
+        },
     };
     let report = ctxd::replay::run(&options).await?;
     if let Some(path) = &args.chart {
@@ -82,6 +87,32 @@ async fn replay(args: ReplayArgs) -> Result<(), String> {
         0 => Ok(()),
         n => Err(format!("{n} views over budget, invalid, or refused")),
     }
+}
+
+fn read_facts(path: &std::path::Path) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_value(value["facts"].clone())
+        .map_err(|_| format!("{}: expected {{\"facts\": [\"...\"]}}", path.display()))
+}
+
+fn synth(args: SynthArgs) -> Result<(), String> {
+    use ctxd::replay::synth::{synth, Kind};
+    let kind = match args.kind.as_str() {
+        "coding" => Kind::Coding,
+        "support" => Kind::Support,
+        other => return Err(format!("unknown kind `{other}`: coding or support")),
+    };
+    let session = synth(kind, args.turns, args.seed);
+    let lines: Vec<String> = session.messages.iter().map(|m| m.to_string()).collect();
+    std::fs::write(&args.out, lines.join("\n") + "\n")
+        .map_err(|e| format!("{}: {e}", args.out.display()))?;
+    if let Some(path) = &args.facts {
+        let facts = serde_json::json!({ "facts": session.facts });
+        std::fs::write(path, facts.to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 async fn migrate(options: &store::StoreOptions) -> Result<(), String> {

@@ -12,6 +12,8 @@ pub struct Facts {
     pub paths: BTreeSet<String>,
     pub errors: BTreeSet<String>,
     pub requests: BTreeSet<String>,
+    /// Facts a synthetic session planted (`ctxd synth --facts`), looked for verbatim.
+    pub planted: BTreeSet<String>,
 }
 
 /// How many facts of each kind a view holds, of how many.
@@ -20,13 +22,14 @@ pub struct Kept {
     pub paths: (usize, usize),
     pub errors: (usize, usize),
     pub requests: (usize, usize),
+    pub planted: (usize, usize),
 }
 
 impl Kept {
     /// The share of all facts kept (1 when there are none).
     pub fn share(&self) -> f64 {
-        let kept = self.paths.0 + self.errors.0 + self.requests.0;
-        let all = self.paths.1 + self.errors.1 + self.requests.1;
+        let kept = self.paths.0 + self.errors.0 + self.requests.0 + self.planted.0;
+        let all = self.paths.1 + self.errors.1 + self.requests.1 + self.planted.1;
         if all == 0 {
             1.0
         } else {
@@ -77,6 +80,7 @@ impl Facts {
             paths: count(&self.paths),
             errors: count(&self.errors),
             requests: count(&self.requests),
+            planted: count(&self.planted),
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod baselines;
 pub mod chart;
 pub mod facts;
 pub mod input;
+pub mod synth;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -42,6 +43,8 @@ pub struct Options {
     pub cache_price: f64,
     /// Also measure the baselines (see [`baselines`]) on the same history.
     pub compare: bool,
+    /// Facts planted in the sessions (`ctxd synth --facts`), looked for in every view.
+    pub planted: Vec<String>,
 }
 
 impl Report {
@@ -371,7 +374,10 @@ async fn replay(
     };
     let mut run = Replay {
         options,
-        facts: Facts::default(),
+        facts: Facts {
+            planted: options.planted.iter().cloned().collect(),
+            ..Facts::default()
+        },
         history: Vec::with_capacity(messages.len()),
         ctxd: Meter::new(name, messages.len()),
         baselines: baselines
@@ -576,6 +582,10 @@ fn total(sessions: &[SessionReport]) -> SessionReport {
         k.requests = (
             k.requests.0 + s.facts_end.requests.0,
             k.requests.1 + s.facts_end.requests.1,
+        );
+        k.planted = (
+            k.planted.0 + s.facts_end.planted.0,
+            k.planted.1 + s.facts_end.planted.1,
         );
     }
     t.prefix_stability = weight(|s| s.prefix_stability);

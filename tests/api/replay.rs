@@ -172,3 +172,46 @@ fn anthropic_sessions_replay_too() {
         .sum();
     assert!(acted > 0);
 }
+
+/// `ctxd synth` writes the same session for the same seed, and `replay --facts` looks for the
+/// facts it planted in every view.
+#[test]
+fn synthetic_sessions_replay_with_their_planted_facts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (session, facts) = (dir.path().join("s.jsonl"), dir.path().join("s.facts"));
+    let synth = |out: &std::path::Path| {
+        let status = Command::new(env!("CARGO_BIN_EXE_ctxd"))
+            .args([
+                "synth", "--kind", "coding", "--turns", "60", "--seed", "11", "--out",
+            ])
+            .arg(out)
+            .arg("--facts")
+            .arg(&facts)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    synth(&session);
+    let again = dir.path().join("again.jsonl");
+    synth(&again);
+    assert_eq!(
+        std::fs::read(&session).unwrap(),
+        std::fs::read(&again).unwrap()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_ctxd"))
+        .args(["replay", "--json", "--window", "16000", "--facts"])
+        .arg(&facts)
+        .arg(&session)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let planted = &report["total"]["facts_end"]["planted"];
+    assert_eq!(planted[1], 4, "four facts planted: {planted}");
+    assert!(planted[0].as_u64().unwrap() >= 1, "{planted}");
+    assert_eq!(report["total"]["over_budget"], 0);
+}

@@ -1,6 +1,6 @@
 //! The facts a session establishes, and whether a view still holds them: paths the agent acted
-//! on (in tool-call arguments and user messages), error lines of tool outputs, and the user's
-//! requests. A fact is kept when its text is in the view's text (verbatim, or in the summary).
+//! on (in tool-call arguments and user messages), error lines of tool outputs, the user's
+//! requests and the constraints they state ("never…", "do not…", "must…"). A fact is kept when its text is in the view's text (verbatim, or in the summary).
 
 use std::collections::BTreeSet;
 
@@ -12,6 +12,7 @@ pub struct Facts {
     pub paths: BTreeSet<String>,
     pub errors: BTreeSet<String>,
     pub requests: BTreeSet<String>,
+    pub constraints: BTreeSet<String>,
     /// Facts a synthetic session planted (`ctxd synth --facts`), looked for verbatim.
     pub planted: BTreeSet<String>,
 }
@@ -22,14 +23,22 @@ pub struct Kept {
     pub paths: (usize, usize),
     pub errors: (usize, usize),
     pub requests: (usize, usize),
+    pub constraints: (usize, usize),
     pub planted: (usize, usize),
 }
 
 impl Kept {
     /// The share of all facts kept (1 when there are none).
     pub fn share(&self) -> f64 {
-        let kept = self.paths.0 + self.errors.0 + self.requests.0 + self.planted.0;
-        let all = self.paths.1 + self.errors.1 + self.requests.1 + self.planted.1;
+        let kinds = [
+            self.paths,
+            self.errors,
+            self.requests,
+            self.constraints,
+            self.planted,
+        ];
+        let kept: usize = kinds.iter().map(|k| k.0).sum();
+        let all: usize = kinds.iter().map(|k| k.1).sum();
         if all == 0 {
             1.0
         } else {
@@ -50,6 +59,8 @@ impl Facts {
                 if let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) {
                     self.requests.insert(cut(first));
                 }
+                let stated = text.lines().map(str::trim).filter(|l| is_constraint(l));
+                self.constraints.extend(stated.map(cut));
                 self.paths.extend(paths(text));
             }
             Some("assistant") => {
@@ -80,6 +91,7 @@ impl Facts {
             paths: count(&self.paths),
             errors: count(&self.errors),
             requests: count(&self.requests),
+            constraints: count(&self.constraints),
             planted: count(&self.planted),
         }
     }
@@ -96,6 +108,23 @@ fn paths(text: &str) -> impl Iterator<Item = String> + '_ {
         .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
         .filter(|w| w.rsplit('/').next().is_some_and(|name| name.contains('.')))
         .map(str::to_owned)
+}
+
+/// A line of the user's that states a constraint.
+fn is_constraint(line: &str) -> bool {
+    let lower = format!(" {} ", line.to_lowercase());
+    line.len() >= 8
+        && [
+            " never ",
+            " do not ",
+            " don't ",
+            " must ",
+            " always ",
+            " only ",
+            " without ",
+        ]
+        .iter()
+        .any(|word| lower.contains(word))
 }
 
 /// A line that says what failed.
@@ -137,7 +166,7 @@ mod tests {
     #[test]
     fn facts_are_paths_errors_and_requests() {
         let mut facts = Facts::default();
-        facts.learn(&json!({"role": "user", "content": "Fix src/lib.rs please\nthanks"}));
+        facts.learn(&json!({"role": "user", "content": "Fix src/lib.rs please\nthanks\nNever touch tests/ ."}));
         facts.learn(
             &json!({"role": "assistant", "content": null, "tool_calls": [
             {"id": "c", "type": "function", "function": {"name": "read",
@@ -161,6 +190,11 @@ mod tests {
         let kept = facts.kept_in("summary: Fix src/lib.rs please; read tests/parse.rs");
         assert_eq!(kept.paths, (2, 2));
         assert_eq!(kept.errors, (0, 1));
-        assert!((kept.share() - 0.75).abs() < 1e-9);
+        assert_eq!(
+            facts.constraints.iter().collect::<Vec<_>>(),
+            ["Never touch tests/ ."]
+        );
+        assert_eq!(kept.constraints, (0, 1));
+        assert!((kept.share() - 0.6).abs() < 1e-9);
     }
 }

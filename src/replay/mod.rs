@@ -583,6 +583,10 @@ fn total(sessions: &[SessionReport]) -> SessionReport {
             k.requests.0 + s.facts_end.requests.0,
             k.requests.1 + s.facts_end.requests.1,
         );
+        k.constraints = (
+            k.constraints.0 + s.facts_end.constraints.0,
+            k.constraints.1 + s.facts_end.constraints.1,
+        );
         k.planted = (
             k.planted.0 + s.facts_end.planted.0,
             k.planted.1 + s.facts_end.planted.1,

@@ -28,6 +28,16 @@ pub struct Kept {
 }
 
 impl Kept {
+    /// Adds `other`'s counts, kind by kind.
+    pub fn add(&mut self, other: &Kept) {
+        let add = |a: &mut (usize, usize), b: (usize, usize)| *a = (a.0 + b.0, a.1 + b.1);
+        add(&mut self.paths, other.paths);
+        add(&mut self.errors, other.errors);
+        add(&mut self.requests, other.requests);
+        add(&mut self.constraints, other.constraints);
+        add(&mut self.planted, other.planted);
+    }
+
     /// The share of all facts kept (1 when there are none).
     pub fn share(&self) -> f64 {
         let kinds = [

@@ -1,0 +1,137 @@
+//! Measuring one way of bounding a session, turn by turn: budget and validity, cost with
+//! caching, prefix stability, facts kept, utilization.
+
+use serde_json::{json, Value};
+
+use super::chart;
+use super::facts::{view_text, Facts};
+use super::{Options, SessionReport};
+use crate::engine::validate::validate_openai;
+use crate::tokens::Tokenizer;
+
+/// The measures of one way of bounding a session (ctxd's policy or a baseline), turn by turn.
+pub(super) struct Meter {
+    pub(super) report: SessionReport,
+    /// The previous view's messages.
+    previous: Option<Vec<Value>>,
+    extends: usize,
+    reused: f64,
+    kept_sum: f64,
+    utilization: Vec<f64>,
+    pub(super) latencies: Vec<f64>,
+}
+
+impl Meter {
+    pub(super) fn new(session: &str, messages: usize) -> Self {
+        Self {
+            report: SessionReport {
+                session: session.to_owned(),
+                messages,
+                ..SessionReport::default()
+            },
+            previous: None,
+            extends: 0,
+            reused: 0.0,
+            kept_sum: 0.0,
+            utilization: Vec::new(),
+            latencies: Vec::new(),
+        }
+    }
+
+    /// Measures a view of `messages` that sends `sent` tokens, `used` of the `budget`, made
+    /// by a compaction at `tier` when one acted.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn view(
+        &mut self,
+        messages: Vec<Value>,
+        sent: i64,
+        used: f64,
+        budget: f64,
+        tier: Option<String>,
+        facts: &Facts,
+        options: &Options,
+    ) {
+        let report = &mut self.report;
+        report.turns += 1;
+        report.tokens_sent += sent;
+        if used > budget {
+            report.over_budget += 1;
+        }
+        let view = json!({ "messages": messages });
+        if let Err(e) = validate_openai(&view) {
+            report.invalid_views += 1;
+            report
+                .errors
+                .push(format!("an invalid view at turn {}: {e}", report.turns));
+        }
+        self.utilization.push(used / budget.max(1.0));
+        // The prefix this view repeats from the previous one, priced as cached.
+        match &self.previous {
+            Some(before) => {
+                let common = before
+                    .iter()
+                    .zip(&messages)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                if common == before.len() {
+                    self.extends += 1;
+                }
+                let cached = token_share(options.tokenizer, &messages, common) * sent as f64;
+                self.reused += cached;
+                report.effective_input_cost +=
+                    cached * options.cache_price + (sent as f64 - cached);
+            }
+            None => report.effective_input_cost += sent as f64,
+        }
+        let kept = facts.kept_in(&view_text(&view));
+        self.kept_sum += kept.share();
+        report.facts_end = kept;
+        report.series.push(chart::Point {
+            utilization: used / budget.max(1.0),
+            cumulative_cost: report.effective_input_cost,
+            tier,
+        });
+        self.previous = Some(messages);
+    }
+
+    pub(super) fn finish(mut self) -> SessionReport {
+        let r = &mut self.report;
+        if r.turns > 1 {
+            r.prefix_stability = self.extends as f64 / (r.turns - 1) as f64;
+        }
+        if r.tokens_sent > 0 {
+            r.prefix_reused = self.reused / r.tokens_sent as f64;
+        }
+        if r.turns > 0 {
+            r.facts_kept_mean = self.kept_sum / r.turns as f64;
+            r.mean_utilization = self.utilization.iter().sum::<f64>() / r.turns as f64;
+        }
+        r.facts_kept_end = r.facts_end.share();
+        r.peak_utilization = self.utilization.iter().copied().fold(0.0, f64::max);
+        (r.compaction_ms_p50, r.compaction_ms_p99) = percentiles(&mut self.latencies);
+        self.report
+    }
+}
+
+/// The share of `messages`' tokens in their first `common`.
+fn token_share(tokenizer: Tokenizer, messages: &[Value], common: usize) -> f64 {
+    let counts: Vec<i64> = messages
+        .iter()
+        .map(|m| tokenizer.count(&m.to_string()))
+        .collect();
+    let all: i64 = counts.iter().sum();
+    if all == 0 {
+        return 0.0;
+    }
+    counts[..common.min(counts.len())].iter().sum::<i64>() as f64 / all as f64
+}
+
+fn percentiles(samples: &mut [f64]) -> (f64, f64) {
+    if samples.is_empty() {
+        return (0.0, 0.0);
+    }
+    samples.sort_by(f64::total_cmp);
+    let at =
+        |q: f64| samples[((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1];
+    (at(0.5), at(0.99))
+}

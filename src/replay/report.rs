@@ -1,0 +1,185 @@
+//! What a replay reports: per session and in total, as a table, JSON or a chart.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::chart;
+use super::facts::Kept;
+
+impl Report {
+    /// The chart of the totals: ctxd's policy, then each baseline.
+    pub fn chart(&self, title: &str) -> String {
+        let mut series = vec![("progressive".to_owned(), self.total.series.clone())];
+        series.extend(
+            self.baselines
+                .iter()
+                .map(|(name, r)| (name.clone(), r.series.clone())),
+        );
+        chart::svg(title, &series)
+    }
+}
+
+/// What one session's replay (or all of them, added up) showed.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct SessionReport {
+    pub session: String,
+    pub messages: usize,
+    pub turns: usize,
+    /// Must be 0: views over their budget.
+    pub over_budget: usize,
+    /// Must be 0: views that are not a valid request.
+    pub invalid_views: usize,
+    /// Must be 0: requests ctxd refused or failed.
+    pub errors: Vec<String>,
+    /// Input tokens of every view sent (messages and tools), as ctxd counts them.
+    pub tokens_sent: i64,
+    /// The same with the prefix each view repeats from the previous priced at the cache price.
+    pub effective_input_cost: f64,
+    /// The share of turns after the first whose view extends the previous one unchanged.
+    pub prefix_stability: f64,
+    /// The share of the tokens sent that repeat the previous view's prefix.
+    pub prefix_reused: f64,
+    /// Facts held by the last view, by kind (kept, of).
+    pub facts_end: Kept,
+    /// The share of facts held at the end, and on average over the turns.
+    pub facts_kept_end: f64,
+    pub facts_kept_mean: f64,
+    /// Compactions that acted, by tier.
+    pub compactions: BTreeMap<String, usize>,
+    pub summarizer_calls: i64,
+    pub peak_utilization: f64,
+    pub mean_utilization: f64,
+    pub compaction_ms_p50: f64,
+    pub compaction_ms_p99: f64,
+    /// Turn by turn, for the chart (sessions one after another in a total).
+    #[serde(skip)]
+    pub series: Vec<chart::Point>,
+}
+
+impl SessionReport {
+    /// The figures that must be 0.
+    pub fn failures(&self) -> usize {
+        self.over_budget + self.invalid_views + self.errors.len()
+    }
+}
+
+/// Every session's report and their total.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Report {
+    pub sessions: Vec<SessionReport>,
+    pub total: SessionReport,
+    /// With `compare`: each baseline's total over the same sessions.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub baselines: BTreeMap<String, SessionReport>,
+}
+
+impl Report {
+    /// What must be 0: ctxd's views over budget, any invalid view, any failed request (a
+    /// baseline without compaction is over budget by design).
+    pub fn failures(&self) -> usize {
+        self.total.failures()
+            + self
+                .baselines
+                .values()
+                .map(|b| b.invalid_views)
+                .sum::<usize>()
+    }
+
+    /// The report as a text table, a session a row and the total last.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "{:<48} {:>6} {:>11} {:>11} {:>7} {:>7} {:>6} {:>6} {:>6} {:>5}\n",
+            "session",
+            "turns",
+            "tokens",
+            "effective",
+            "prefix",
+            "facts",
+            "acted",
+            "peak",
+            "p99ms",
+            "fail"
+        );
+        let baselines = self
+            .baselines
+            .iter()
+            .map(|(name, r)| (format!("  {name}"), r));
+        let rows = self
+            .sessions
+            .iter()
+            .chain([&self.total])
+            .map(|r| (r.session.clone(), r))
+            .chain(baselines);
+        for (name, r) in rows {
+            let name: String = name.chars().take(48).collect();
+            out.push_str(&format!(
+                "{:<48} {:>6} {:>11} {:>11.0} {:>7.2} {:>7.2} {:>6} {:>6.2} {:>6.1} {:>5}\n",
+                name,
+                r.turns,
+                r.tokens_sent,
+                r.effective_input_cost,
+                r.prefix_stability,
+                r.facts_kept_end,
+                r.compactions.values().sum::<usize>(),
+                r.peak_utilization,
+                r.compaction_ms_p99,
+                r.failures()
+            ));
+        }
+        out
+    }
+}
+
+/// The sessions added up: sums, the worst peaks, turn-weighted shares.
+pub(super) fn total(sessions: &[SessionReport]) -> SessionReport {
+    let mut t = SessionReport {
+        session: "TOTAL".into(),
+        ..SessionReport::default()
+    };
+    let turns: usize = sessions.iter().map(|s| s.turns).sum();
+    let weight = |f: fn(&SessionReport) -> f64| {
+        if turns == 0 {
+            0.0
+        } else {
+            sessions.iter().map(|s| f(s) * s.turns as f64).sum::<f64>() / turns as f64
+        }
+    };
+    for s in sessions {
+        t.messages += s.messages;
+        t.turns += s.turns;
+        t.over_budget += s.over_budget;
+        t.invalid_views += s.invalid_views;
+        t.errors
+            .extend(s.errors.iter().map(|e| format!("{}: {e}", s.session)));
+        t.tokens_sent += s.tokens_sent;
+        t.effective_input_cost += s.effective_input_cost;
+        t.summarizer_calls += s.summarizer_calls;
+        for (tier, n) in &s.compactions {
+            *t.compactions.entry(tier.clone()).or_default() += n;
+        }
+        let before = t.series.last().map_or(0.0, |p| p.cumulative_cost);
+        t.series.extend(s.series.iter().map(|p| chart::Point {
+            cumulative_cost: before + p.cumulative_cost,
+            ..p.clone()
+        }));
+        t.peak_utilization = t.peak_utilization.max(s.peak_utilization);
+        t.compaction_ms_p99 = t.compaction_ms_p99.max(s.compaction_ms_p99);
+        t.facts_end.add(&s.facts_end);
+    }
+    t.prefix_stability = weight(|s| s.prefix_stability);
+    t.prefix_reused = if t.tokens_sent > 0 {
+        sessions
+            .iter()
+            .map(|s| s.prefix_reused * s.tokens_sent as f64)
+            .sum::<f64>()
+            / t.tokens_sent as f64
+    } else {
+        0.0
+    };
+    t.facts_kept_end = t.facts_end.share();
+    t.facts_kept_mean = weight(|s| s.facts_kept_mean);
+    t.mean_utilization = weight(|s| s.mean_utilization);
+    t.compaction_ms_p50 = weight(|s| s.compaction_ms_p50);
+    t
+}

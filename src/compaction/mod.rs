@@ -256,8 +256,10 @@ impl Job {
             folded,
             changed,
         } = out;
-        // From the warn tier on, the next fold's summary is prepared in the background.
-        if preparing && record.tier >= Tier::Warn {
+        // From the warn tier on, the next fold's summary is prepared in the background (once
+        // per checkpoint: the span is worked out only when none was queued at it).
+        let queued_here = *view_prepared == Some(new_state.checkpoint_seq);
+        if preparing && record.tier >= Tier::Warn && !queued_here {
             if let Some(to_seq) =
                 engine::next_fold(&session.config, &new_state, events, request.format)
             {

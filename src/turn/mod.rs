@@ -46,7 +46,7 @@ pub struct Turn {
     /// Anthropic's `system`.
     pub system: Option<Value>,
     pub messages: Vec<Value>,
-    /// The compaction to run once the new messages are appended (its `format` is this turn's).
+    /// The compaction to run once the new messages are appended (in this turn's format).
     pub compact: CompactRequest,
     /// The provider's input-token count for the previous view this session answered.
     pub usage_input_tokens: Option<i64>,
@@ -122,16 +122,12 @@ where
             })?;
         appended.calibration = Some(calibration);
     }
-    let request = CompactRequest {
-        format: turn.format,
-        ..turn.compact
-    };
     let view = compaction::compact_session(
         Arc::clone(&deps.store),
         deps.summarizer.clone(),
         deps.cache,
         session_id,
-        request,
+        turn.compact,
         present,
     )
     .await

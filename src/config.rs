@@ -84,6 +84,10 @@ pub struct ReplayArgs {
     /// A facts file of `ctxd synth` (`{"facts": [...]}`): sentences to look for in every view.
     #[arg(long)]
     pub facts: Option<std::path::PathBuf>,
+    /// More session settings, as JSON or `@FILE` (`{"low_water": 0.35}`): merged over the
+    /// window, reserved output and tokenizer given above.
+    #[arg(long)]
+    pub config: Option<String>,
 }
 
 /// `ctxd synth`'s settings.

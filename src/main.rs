@@ -57,6 +57,10 @@ async fn replay(args: ReplayArgs) -> Result<(), String> {
         tokenizer,
         cache_price: args.cache_price,
         compare: args.compare,
+        config: match &args.config {
+            Some(text) => read_config(text)?,
+            None => serde_json::Map::new(),
+        },
         planted: match &args.facts {
             Some(path) => read_facts(path)?,
             None => Vec::new(),
@@ -95,6 +99,24 @@ fn read_facts(path: &std::path::Path) -> Result<Vec<String>, String> {
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     serde_json::from_value(value["facts"].clone())
         .map_err(|_| format!("{}: expected {{\"facts\": [\"...\"]}}", path.display()))
+}
+
+/// `--config`: a JSON object, inline or `@FILE`.
+fn read_config(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let (origin, text) = match text.strip_prefix('@') {
+        Some(path) => (
+            path.to_owned(),
+            std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?,
+        ),
+        None => ("--config".to_owned(), text.to_owned()),
+    };
+    match serde_json::from_str(&text) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(_) => Err(format!(
+            "{origin}: expected a JSON object of session settings"
+        )),
+        Err(e) => Err(format!("{origin}: {e}")),
+    }
 }
 
 fn synth(args: SynthArgs) -> Result<(), String> {

@@ -46,6 +46,8 @@ pub struct Options {
     pub cache_price: f64,
     /// Also measure the baselines (see [`baselines`]) on the same history.
     pub compare: bool,
+    /// Session settings merged over the window, reserved output and tokenizer.
+    pub config: serde_json::Map<String, Value>,
     /// Facts planted in the sessions (`ctxd synth --facts`), looked for in every view.
     pub planted: Vec<String>,
 }
@@ -160,8 +162,12 @@ async fn replay(
             .map(|b| (Bounder::new(b), Meter::new(name, messages.len())))
             .collect(),
     };
-    let config = json!({"config": {"context_window": options.window,
-        "max_output_tokens": options.reserved_output, "tokenizer": options.tokenizer}});
+    let mut settings = json!({"context_window": options.window,
+        "max_output_tokens": options.reserved_output, "tokenizer": options.tokenizer});
+    if let Value::Object(map) = &mut settings {
+        map.extend(options.config.clone());
+    }
+    let config = json!({ "config": settings });
     let session = match post(client, &format!("{base}/sessions"), &config).await {
         Ok(body) => body["id"].as_str().unwrap_or_default().to_owned(),
         Err(e) => {

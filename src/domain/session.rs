@@ -58,29 +58,37 @@ pub enum Policy {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Thresholds {
+    /// Where a compaction that acts brings the view down to, so that the next one is many
+    /// turns away.
+    #[serde(default = "Thresholds::default_low_water")]
+    #[schema(default = 0.4, exclusive_minimum = 0, maximum = 1)]
+    pub low_water: f64,
     #[serde(default = "Thresholds::default_warn")]
-    #[schema(exclusive_minimum = 0, maximum = 1)]
+    #[schema(default = 0.7, exclusive_minimum = 0, maximum = 1)]
     pub warn: f64,
     #[serde(default = "Thresholds::default_soft")]
-    #[schema(exclusive_minimum = 0, maximum = 1)]
+    #[schema(default = 0.8, exclusive_minimum = 0, maximum = 1)]
     pub soft: f64,
     #[serde(default = "Thresholds::default_full")]
-    #[schema(exclusive_minimum = 0, maximum = 1)]
+    #[schema(default = 0.9, exclusive_minimum = 0, maximum = 1)]
     pub full: f64,
     #[serde(default = "Thresholds::default_emergency")]
-    #[schema(exclusive_minimum = 0, maximum = 1)]
+    #[schema(default = 0.95, exclusive_minimum = 0, maximum = 1)]
     pub emergency: f64,
 }
 
 impl Thresholds {
-    fn default_warn() -> f64 {
-        0.60
+    fn default_low_water() -> f64 {
+        0.40
     }
-    fn default_soft() -> f64 {
+    fn default_warn() -> f64 {
         0.70
     }
-    fn default_full() -> f64 {
+    fn default_soft() -> f64 {
         0.80
+    }
+    fn default_full() -> f64 {
+        0.90
     }
     fn default_emergency() -> f64 {
         0.95
@@ -90,6 +98,7 @@ impl Thresholds {
 impl Default for Thresholds {
     fn default() -> Self {
         Self {
+            low_water: Self::default_low_water(),
             warn: Self::default_warn(),
             soft: Self::default_soft(),
             full: Self::default_full(),
@@ -133,7 +142,20 @@ pub struct SessionConfig {
     #[serde(default = "SessionConfig::default_min_compaction_gain")]
     #[schema(default = 0.05, minimum = 0, maximum = 0.5)]
     pub min_compaction_gain: f64,
-    /// The longest summary, in characters (default: 8000, or the context window if smaller).
+    /// The most tokens the verbatim tail may take, as a share of the room for messages (the
+    /// window less the reserved output and the tool schemas): older tool results of the tail
+    /// beyond it are shown as excerpts. `min_tail_messages` stays a floor on the count.
+    #[serde(default = "SessionConfig::default_tail_max_share")]
+    #[schema(default = 0.15, exclusive_minimum = 0, maximum = 1)]
+    pub tail_max_share: f64,
+    /// The most tokens one tool result may take in full, as a share of the room for messages:
+    /// a larger one is shown as its head and tail with its `observation://` reference, even
+    /// while recent.
+    #[serde(default = "SessionConfig::default_item_max_share")]
+    #[schema(default = 0.06, exclusive_minimum = 0, maximum = 1)]
+    pub item_max_share: f64,
+    /// The longest summary, in characters (default: about a tenth of the window in tokens, at
+    /// four characters a token: at least 2000 and at most 32000, never more than the window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 200)]
     pub summary_max_chars: Option<u32>,
@@ -157,11 +179,18 @@ impl SessionConfig {
     fn default_min_compaction_gain() -> f64 {
         0.05
     }
+    fn default_tail_max_share() -> f64 {
+        0.15
+    }
+    fn default_item_max_share() -> f64 {
+        0.06
+    }
 
     /// The bound on the summary's length in characters.
     pub fn summary_max_chars(&self) -> usize {
+        let sized = (self.context_window / 10 * 4).clamp(2_000, 32_000);
         self.summary_max_chars
-            .unwrap_or(8_000.min(self.context_window)) as usize
+            .unwrap_or(sized.min(self.context_window)) as usize
     }
 
     /// The fewest tokens a compaction must free to rewrite the view's middle.
@@ -207,6 +236,7 @@ impl SessionConfig {
         }
         let t = &self.thresholds;
         for (name, value) in [
+            ("low_water", t.low_water),
             ("warn", t.warn),
             ("soft", t.soft),
             ("full", t.full),
@@ -219,10 +249,10 @@ impl SessionConfig {
                 );
             }
         }
-        if !(t.warn < t.soft && t.soft < t.full && t.full < t.emergency) {
+        if !(t.low_water < t.warn && t.warn < t.soft && t.soft < t.full && t.full < t.emergency) {
             fail(
                 "thresholds",
-                "must increase strictly: warn < soft < full < emergency".into(),
+                "must increase strictly: low_water < warn < soft < full < emergency".into(),
             );
         }
         if self.min_tail_messages > 10_000 {
@@ -236,6 +266,17 @@ impl SessionConfig {
                 "min_compaction_gain",
                 "must be a fraction of the window between 0 and 0.5".into(),
             );
+        }
+        for (name, value) in [
+            ("tail_max_share", self.tail_max_share),
+            ("item_max_share", self.item_max_share),
+        ] {
+            if !(value > 0.0 && value <= 1.0) {
+                fail(
+                    name,
+                    "must be a share of the room for messages in (0, 1]".into(),
+                );
+            }
         }
         if let Some(max) = self.summary_max_chars {
             if !(200..=self.context_window).contains(&max) {
@@ -260,6 +301,8 @@ impl Default for SessionConfig {
             min_tail_messages: Self::default_min_tail_messages(),
             offload_threshold_chars: Self::default_offload_threshold_chars(),
             min_compaction_gain: Self::default_min_compaction_gain(),
+            tail_max_share: Self::default_tail_max_share(),
+            item_max_share: Self::default_item_max_share(),
             summary_max_chars: None,
         }
     }
@@ -285,6 +328,10 @@ struct ConfigFields {
     offload_threshold_chars: u32,
     #[serde(default = "SessionConfig::default_min_compaction_gain")]
     min_compaction_gain: f64,
+    #[serde(default = "SessionConfig::default_tail_max_share")]
+    tail_max_share: f64,
+    #[serde(default = "SessionConfig::default_item_max_share")]
+    item_max_share: f64,
     #[serde(default)]
     summary_max_chars: Option<u32>,
 }
@@ -302,6 +349,8 @@ impl From<ConfigFields> for SessionConfig {
             min_tail_messages: f.min_tail_messages,
             offload_threshold_chars: f.offload_threshold_chars,
             min_compaction_gain: f.min_compaction_gain,
+            tail_max_share: f.tail_max_share,
+            item_max_share: f.item_max_share,
             summary_max_chars: f.summary_max_chars,
         }
     }
@@ -388,8 +437,11 @@ mod tests {
         assert_eq!(s.config.context_window, 200_000);
         assert_eq!(s.config.max_output_tokens, 8_192);
         assert_eq!(s.config.tokenizer, Tokenizer::O200kBase);
-        assert_eq!(s.config.thresholds.warn, 0.60);
+        assert_eq!(s.config.thresholds.low_water, 0.40);
+        assert_eq!(s.config.thresholds.warn, 0.70);
         assert_eq!(s.config.thresholds.emergency, 0.95);
+        assert_eq!(s.config.tail_max_share, 0.15);
+        assert_eq!(s.config.item_max_share, 0.06);
         assert_eq!(s.config.min_tail_messages, 6);
         assert_eq!(s.config.offload_threshold_chars, 4_000);
         assert!(s.validate().is_empty());
@@ -428,7 +480,7 @@ mod tests {
     fn partial_thresholds_keep_the_other_defaults() {
         let s = parse(r#"{"config":{"thresholds":{"warn":0.5}}}"#).unwrap();
         assert_eq!(s.config.thresholds.warn, 0.5);
-        assert_eq!(s.config.thresholds.soft, 0.70);
+        assert_eq!(s.config.thresholds.soft, 0.80);
         assert!(s.validate().is_empty());
     }
 

@@ -21,6 +21,14 @@ pub struct Reduced {
     /// Characters of the event's full content (0 in states written before it was kept).
     #[serde(default)]
     pub chars: i64,
+    /// For a preview shown as head and tail (an item over the per-item or tail cap), the
+    /// characters it shows; 0 for a plain preview.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub excerpt_chars: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// A run of seqs folded into the summary by one compaction.

@@ -13,6 +13,20 @@ pub fn prefix_chars(text: &str, max_chars: usize) -> &str {
     }
 }
 
+/// The last `max_chars` characters of `text`, never splitting a character.
+pub fn suffix_chars(text: &str, max_chars: usize) -> &str {
+    if text.len() <= max_chars {
+        return text;
+    }
+    if max_chars == 0 {
+        return "";
+    }
+    match text.char_indices().rev().nth(max_chars - 1) {
+        Some((start, _)) => &text[start..],
+        None => text,
+    }
+}
+
 /// `text` in at most `max_chars` characters, ending with "…" when it was cut.
 pub fn bounded(text: &str, max_chars: usize) -> String {
     let head = prefix_chars(text, max_chars);
@@ -47,6 +61,9 @@ mod tests {
         assert_eq!(prefix_chars("🙂🙂", 1), "🙂");
         assert_eq!(prefix_chars("héllo", 2), "hé");
         assert_eq!(prefix_chars("abc", 10), "abc");
+        assert_eq!(suffix_chars("🙂a🙂", 2), "a🙂");
+        assert_eq!(suffix_chars("héllo", 0), "");
+        assert_eq!(suffix_chars("héllo", 9), "héllo");
         assert_eq!(bounded("abcdef", 4), "abc…");
         assert_eq!(bounded("abc", 3), "abc");
         assert_eq!(bounded("abc", 0), "");

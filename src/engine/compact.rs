@@ -6,7 +6,9 @@
 //! continuation ([`Pending`]); whoever runs the engine asks a summariser (owning its deadline
 //! and fallback) and hands the outcome to [`Pending::resume`].
 
-use super::progressive;
+use uuid::Uuid;
+
+use super::progressive::{self, Bounds};
 use super::render::Format;
 use super::run::{EngineError, EngineInput, EngineOutput, Pending, Run};
 use super::working::Working;
@@ -52,16 +54,22 @@ pub fn current_view<'a>(
 }
 
 /// The last seq the next soft compaction would fold as the view stands: what a summary can be
-/// prepared for ahead of it. None when it would fold nothing.
+/// prepared for ahead of it (the view only grows until then, so the fold then reaches at least
+/// as far). None when it would fold nothing.
 pub fn next_fold(
     config: &SessionConfig,
     state: &CompactionState,
     events: &[Event],
     format: Format,
 ) -> Option<i64> {
-    let work = Working::from_state(config, state, events, format);
-    let valid = work.valid_cuts();
-    let tail = work.tail_start(config.min_tail_messages as usize, &valid);
-    let cut = progressive::half_cut(&work, tail, &valid);
-    (cut > 0).then(|| work.live[cut - 1].event.seq)
+    let mut work = Working::from_state(config, state, events, format);
+    let bounds = Bounds::new(
+        config,
+        state.last_view.tools_tokens,
+        state.calibration_factor(),
+    );
+    progressive::cap_items(&mut work, &bounds, Uuid::nil());
+    let tokens = work.tokens();
+    let plan = progressive::plan(&work, config, &bounds, tokens, Uuid::nil());
+    (plan.cut > 0).then(|| plan.candidate.live[plan.cut - 1].event.seq)
 }

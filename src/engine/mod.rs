@@ -22,4 +22,6 @@ pub use run::{EngineError, EngineInput, EngineOutput, Pending};
 #[cfg(test)]
 mod properties;
 #[cfg(test)]
+mod steps_tests;
+#[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@ use crate::summarize::{deterministic, SummaryRequest};
 impl Run<'_> {
     /// Retry 1: every answered tool result by reference, and a safety margin.
     pub(super) fn mask_completed_exchanges(&mut self) {
-        self.room = self.room * 9 / 10;
+        self.bounds.room = self.bounds.room * 9 / 10;
         let work = &mut self.work;
         let valid = work.valid_cuts();
         let tail = work.tail_start(1, &valid);

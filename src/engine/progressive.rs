@@ -1,49 +1,146 @@
-//! The progressive steps of the warn, soft and full tiers: offload large tool results in the
-//! head, then fold the oldest half of the head (soft) or all of it (full) into the summary, but
-//! only when that frees a worthwhile share of the window.
+//! The progressive steps, gentlest first, each taken only when it frees a worthwhile share of
+//! the window:
+//!
+//! - every call: a tool result over the per-item cap is shown as its head and tail with its
+//!   `observation://` reference, even while recent (it is new, so the view still only grows at
+//!   its end);
+//! - warn tier: every large tool result beyond the tail is offloaded to a preview, all at once;
+//! - soft and full tiers, and before any emergency: the view is brought down to the low-water
+//!   mark, so that the next compaction is many turns away. Large results beyond the tail are
+//!   offloaded, the others masked (one line and their error lines, oldest first, every
+//!   assistant message and tool call kept), the tail held to its token cap, and only then is the
+//!   oldest part folded into the summary, as far as the mark needs.
+//!
+//! Emergency truncation (see `emergency`) is left for what these cannot bring within the room.
 
 use super::run::{Pending, Run};
-use super::working::{always_kept, Working};
-use crate::domain::compaction::{Mode, Tier};
+use super::view;
+use super::working::Working;
+use crate::domain::compaction::{Mode, OffloadedItem, Tier};
+use crate::domain::session::SessionConfig;
+use uuid::Uuid;
+
+/// The characters of a tail result shown as head and tail when the tail is over its cap.
+const TAIL_EXCERPT_CHARS: usize = 1_500;
+/// Characters a token holds at least in tool output, to size an excerpt to a token cap.
+const CHARS_PER_TOKEN: i64 = 3;
+
+/// The token bounds a compaction works to, all in message tokens as ctxd counts them.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Bounds {
+    /// The most that fits the window.
+    pub(super) room: i64,
+    /// Where a compaction that acts brings the view down to.
+    pub(super) low_water: i64,
+    /// The most one tool result may take in full.
+    pub(super) item_cap: i64,
+    /// The most the verbatim tail may take.
+    pub(super) tail_cap: i64,
+}
+
+impl Bounds {
+    pub(super) fn new(config: &SessionConfig, tools_tokens: i64, calibration: f64) -> Self {
+        let window = f64::from(config.context_window);
+        let fixed = (tools_tokens + i64::from(config.max_output_tokens)) as f64;
+        let messages = |share: f64| ((share * window - fixed) / calibration).floor() as i64;
+        let room = messages(1.0);
+        let share = |s: f64| (s * room as f64).floor() as i64;
+        Self {
+            room,
+            low_water: messages(config.thresholds.low_water).max(0),
+            item_cap: share(config.item_max_share).max(1),
+            tail_cap: share(config.tail_max_share).max(1),
+        }
+    }
+}
 
 impl<'a> Run<'a> {
     /// Plans the tier's step: the run goes on, or waits for a summary when it folds.
     pub(super) fn progressive(mut self) -> Step<'a> {
-        let config = self.input.config;
-        let id = self.input.compaction_id;
-        let must = self.input.mode == Mode::Force || self.before_tokens > self.room;
-        if self.settled || !matches!(self.tier, Tier::Warn | Tier::Soft | Tier::Full) {
+        if self.settled {
             return Step::Go(self);
         }
+        self.cap_items();
+        match self.tier {
+            Tier::None => Step::Go(self),
+            Tier::Warn => {
+                self.offload_head();
+                Step::Go(self)
+            }
+            Tier::Soft | Tier::Full | Tier::Emergency => self.bring_down(),
+        }
+    }
+
+    /// The view as it stands now (with what earlier steps of this run did) and its tokens.
+    fn current_tokens(&self) -> i64 {
+        if self.acted {
+            self.work.tokens()
+        } else {
+            self.before_tokens
+        }
+    }
+
+    /// Whether the compaction must act whatever it frees.
+    fn must(&self) -> bool {
+        self.input.mode == Mode::Force
+            || self.tier == Tier::Emergency
+            || self.current_tokens() > self.bounds.room
+    }
+
+    /// Shows every tool result over the per-item cap as its head and tail.
+    fn cap_items(&mut self) {
+        let id = self.input.compaction_id;
+        let capped = cap_items(&mut self.work, &self.bounds, id);
+        if !capped.is_empty() {
+            self.offloaded.extend(capped);
+            self.preserved_tail = self.work.full_seqs();
+            self.acted = true;
+        }
+    }
+
+    /// The warn tier: every large tool result beyond the tail as a preview, at once.
+    fn offload_head(&mut self) {
+        let config = self.input.config;
         let mut candidate = self.work.clone();
         let valid = candidate.valid_cuts();
         let tail = candidate.tail_start(config.min_tail_messages as usize, &valid);
         let threshold = i64::from(config.offload_threshold_chars);
         let offloadable = candidate.offload_candidates(tail, threshold);
-        // In the warn tier (nothing folded), most calls free too little to act: tell that from
-        // the candidates' costs before cutting and counting any preview.
-        let hopeless = self.tier == Tier::Warn
-            && !must
-            && candidate.offload_ceiling(&offloadable) < config.min_gain_tokens();
-        let (offloaded, offload_gain) = if hopeless {
-            (Vec::new(), 0)
-        } else {
-            candidate.offload(&offloadable, id)
-        };
-        let cut = match self.tier {
-            Tier::Soft => half_cut(&candidate, tail, &valid),
-            Tier::Full => tail,
-            _ => 0,
-        };
-        // Decide before asking for any summary whether the gain is worth it: folding frees the
-        // folded tokens, less what the summary may grow by. A summary is far smaller than what
-        // it covers; assume a quarter at worst, within the summary's bound.
-        let summary_now = candidate.summary_message.as_ref().map_or(0, |m| m.tokens);
-        let summary_room = (self.work.summary_max_chars as i64 / 3 - summary_now).max(0);
-        let folding = candidate.foldable_tokens(cut);
-        let fold_gain = folding - (folding / 4).min(summary_room);
-        let worthwhile = must || offload_gain + fold_gain.max(0) >= config.min_gain_tokens();
-        if !worthwhile || (cut == 0 && offloaded.is_empty()) {
+        // Most calls free too little to act: tell that from the candidates' costs before
+        // cutting and counting any preview.
+        if !self.must() && candidate.offload_ceiling(&offloadable) < config.min_gain_tokens() {
+            return;
+        }
+        let (offloaded, gain) = candidate.offload(&offloadable, self.input.compaction_id);
+        if !offloaded.is_empty() && (self.must() || gain >= config.min_gain_tokens()) {
+            self.accept(candidate, offloaded);
+        }
+    }
+
+    /// The soft and full tiers: the view down to the low-water mark, folding last.
+    fn bring_down(self) -> Step<'a> {
+        let config = self.input.config;
+        let before = self.current_tokens();
+        // A forced compaction folds all it may, as the caller asked.
+        let mut bounds = self.bounds;
+        if self.input.mode == Mode::Force {
+            bounds.low_water = 0;
+        }
+        let plan = plan(
+            &self.work,
+            config,
+            &bounds,
+            before,
+            self.input.compaction_id,
+        );
+        let Plan {
+            mut candidate,
+            offloaded,
+            cut,
+            tokens,
+        } = plan;
+        let must = self.must();
+        if !must && before - tokens < config.min_gain_tokens() {
             return Step::Go(self);
         }
         if cut > 0 {
@@ -56,9 +153,108 @@ impl<'a> Run<'a> {
                 events,
             });
         }
+        if offloaded.is_empty() {
+            return Step::Go(self);
+        }
         candidate.refresh_summary_message();
-        self.accept(candidate, offloaded);
-        Step::Go(self)
+        let mut run = self;
+        run.accept(candidate, offloaded);
+        Step::Go(run)
+    }
+}
+
+/// Shows every tool result of `work` over the per-item cap as its head and tail. A recalled
+/// slice is what the model asked to see: it is held to the tail's cap instead.
+pub(super) fn cap_items(work: &mut Working<'_>, bounds: &Bounds, id: Uuid) -> Vec<OffloadedItem> {
+    let recalls = work.recall_calls();
+    let mut capped = Vec::new();
+    for i in 0..work.live.len() {
+        let item = &work.live[i];
+        let recalled = item
+            .event
+            .body
+            .tool_call_id()
+            .is_some_and(|c| recalls.contains(c));
+        let cap = if recalled {
+            bounds.tail_cap
+        } else {
+            bounds.item_cap
+        };
+        if item.tokens <= cap || !work.reducible_result(i) {
+            continue;
+        }
+        let chars = (cap * CHARS_PER_TOKEN).max(view::PREVIEW_CHARS as i64) as usize;
+        capped.extend(work.excerpt(i, chars, id).map(|(o, _)| o));
+    }
+    capped
+}
+
+/// What bringing a view down to the low-water mark does: the view with everything but the
+/// fold applied, what that offloaded, where to fold (0: nowhere) and the tokens after.
+pub(super) struct Plan<'a> {
+    pub(super) candidate: Working<'a>,
+    pub(super) offloaded: Vec<OffloadedItem>,
+    pub(super) cut: usize,
+    pub(super) tokens: i64,
+}
+
+/// Brings `work` (costing `tokens`) down to the low-water mark: large results beyond the tail
+/// offloaded, the others masked oldest first, the tail held to its cap, then the fold that the
+/// rest needs. Pure, so that the summary of the next fold can be prepared ahead of it.
+pub(super) fn plan<'a>(
+    work: &Working<'a>,
+    config: &SessionConfig,
+    bounds: &Bounds,
+    tokens: i64,
+    id: Uuid,
+) -> Plan<'a> {
+    let mut candidate = work.clone();
+    let valid = candidate.valid_cuts();
+    let tail = candidate.tail_start(config.min_tail_messages as usize, &valid);
+    let threshold = i64::from(config.offload_threshold_chars);
+    let offloadable = candidate.offload_candidates(tail, threshold);
+    let (mut offloaded, freed) = candidate.offload(&offloadable, id);
+    let target = bounds.low_water;
+    let (masked, mut tokens) = candidate.mask_until(tail, tokens - freed, target, id);
+    offloaded.extend(masked);
+    // The tail over its cap: its oldest results as head and tail, the newest item kept.
+    let recalls = candidate.recall_calls();
+    let mut tail_tokens: i64 = candidate.live[tail..].iter().map(|l| l.tokens).sum();
+    let last = candidate.live.len().saturating_sub(1);
+    for i in tail..last {
+        if tail_tokens <= bounds.tail_cap {
+            break;
+        }
+        let recalled = candidate.live[i]
+            .event
+            .body
+            .tool_call_id()
+            .is_some_and(|c| recalls.contains(c));
+        if recalled || !candidate.reducible_result(i) {
+            continue;
+        }
+        if let Some((item, freed)) = candidate.excerpt(i, TAIL_EXCERPT_CHARS, id) {
+            offloaded.push(item);
+            tail_tokens -= freed;
+            tokens -= freed;
+        }
+    }
+    let cut = if tokens > target {
+        candidate.fold_cut(tail, &valid, tokens, target)
+    } else {
+        0
+    };
+    // What the fold takes is summarised, not also offloaded.
+    let folded: Vec<i64> = candidate.live[..cut].iter().map(|l| l.event.seq).collect();
+    offloaded.retain(|o| !folded.contains(&o.seq));
+    let folding = candidate.foldable_tokens(cut);
+    let summary_now = candidate.summary_message.as_ref().map_or(0, |m| m.tokens);
+    let summary_room = (candidate.summary_max_chars as i64 / 3 - summary_now).max(0);
+    Plan {
+        candidate,
+        offloaded,
+        cut,
+        tokens: tokens - folding + (folding / 4).min(summary_room),
     }
 }
 
@@ -69,22 +265,4 @@ impl<'a> Run<'a> {
 pub(super) enum Step<'a> {
     Go(Run<'a>),
     Wait(Pending<'a>),
-}
-
-/// The cut that folds the oldest half of the head (by tokens), moved later so that no tool call
-/// is separated from its results, and never into the tail.
-pub(super) fn half_cut(work: &Working<'_>, tail: usize, valid: &[bool]) -> usize {
-    let head_tokens: i64 = work.foldable_tokens(tail);
-    let mut acc = 0;
-    let mut cut = 0;
-    while cut < tail && acc * 2 < head_tokens {
-        if !always_kept(work.live[cut].event) {
-            acc += work.live[cut].tokens;
-        }
-        cut += 1;
-    }
-    while cut < tail && !valid[cut] {
-        cut += 1;
-    }
-    cut
 }

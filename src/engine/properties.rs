@@ -9,7 +9,7 @@ use super::tests::{config, run_with, Log};
 use super::validate::{validate_anthropic, validate_openai, validate_responses};
 use crate::domain::compaction::{
     is_unknown, Anchors, FallbackReason, Mode, Projection, SummarizerInfo, SummarizerOutcome,
-    Summary,
+    Summary, Tier, ViewMessage,
 };
 use crate::domain::state::CompactionState;
 use crate::summarize::{SummaryOutcome, SummaryOutput, SummaryRequest};
@@ -171,6 +171,9 @@ proptest! {
         let mut membership: HashSet<i64> = HashSet::new();
         let mut known_anchors = [false; 5];
         let mut calls = 0;
+        // The last view an automatic compaction answered, while nothing since could change
+        // how old items are shown (a calibration, an overflow retry, a forced compaction).
+        let mut previous: Option<Vec<ViewMessage<'static>>> = None;
         for (i, step) in steps.iter().enumerate() {
             match step {
                 Step::User(n) => { log.user(&text(*n, i)); }
@@ -212,6 +215,7 @@ proptest! {
                                 "data": png(*width)}}]}));
                 }
                 Step::Usage(factor) => {
+                    previous = None;
                     let ours = state.last_view.message_tokens + state.last_view.tools_tokens;
                     state.calibrate((ours as f64 * factor).ceil() as i64, ours);
                 }
@@ -241,6 +245,22 @@ proptest! {
                     if mode == Mode::DryRun {
                         continue;
                     }
+                    // Between compactions that act on old items, the view only grows at its end.
+                    if let Some(before) = previous.take() {
+                        let newest = before.iter().filter_map(|m| m.seq).max().unwrap_or(0);
+                        let untouched = r.summarized_seqs.is_empty() && r.evicted_seqs.is_empty()
+                            && r.offloaded.iter().all(|o| o.seq > newest);
+                        if untouched && mode == Mode::Auto && overflow == 0 {
+                            // Reasoning is sent with the current turn only, as providers take it.
+                            let key = |m: &ViewMessage<'_>| (m.seq, m.role, m.content.to_string(), m.projection, m.tool_calls.to_vec());
+                            let now: Vec<_> = out.messages.iter().take(before.len()).map(key).collect();
+                            let then: Vec<_> = before.iter().map(key).collect();
+                            prop_assert!(now == then, "the view changed before its end ({:?})", r.tier);
+                        }
+                    }
+                    if mode == Mode::Auto && overflow == 0 {
+                        previous = Some(out.messages.clone());
+                    }
                     membership.extend(r.offloaded.iter().map(|o| o.seq));
                     membership.extend(&r.summarized_seqs);
                     membership.extend(&r.evicted_seqs);
@@ -260,6 +280,65 @@ proptest! {
                     let retry = run_with(&cfg, &out.state, &log, tools, Mode::Auto, 0, &|r| summarise(summariser, r)).unwrap();
                     prop_assert!(!retry.changed, "a retry acted: {:?}", retry.record.tier);
                     prop_assert_eq!(&retry.messages, &out.messages);
+                    state = out.state;
+                }
+            }
+        }
+    }
+}
+
+/// What only agents' ordinary traffic makes: short messages and tool results of any size.
+fn ordinary_step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        2 => (1usize..400).prop_map(Step::User),
+        2 => (1usize..400).prop_map(Step::Assistant),
+        5 => prop_oneof![1 => Just(0usize), 5 => 1usize..40_000].prop_map(Step::Exchange),
+        1 => (1usize..20_000, 1usize..20_000).prop_map(|(a, b)| Step::Parallel(a, b)),
+        3 => Just(Step::Compact(Mode::Auto)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Large tool results alone never need emergency truncation: capping, offloading, masking
+    /// and folding always bring such a session within its window.
+    #[test]
+    fn tool_output_alone_never_forces_an_emergency(
+        window in prop_oneof![Just(8_000u32), Just(16_000u32), Just(30_000u32)],
+        min_tail in 1u32..8,
+        summariser in prop_oneof![Just(Summariser::Deterministic), Just(Summariser::Verbose)],
+        steps in proptest::collection::vec(ordinary_step(), 1..80),
+    ) {
+        let mut cfg = config(window);
+        cfg.min_tail_messages = min_tail;
+        let mut log = Log::default();
+        log.system("You are a careful agent.");
+        let mut state = CompactionState::default();
+        let mut calls = 0;
+        for (i, step) in steps.iter().enumerate() {
+            match step {
+                Step::User(n) => { log.user(&text(*n, i)); }
+                Step::Assistant(n) => { log.assistant(&text(*n, i)); }
+                Step::Exchange(n) => {
+                    calls += 1;
+                    log.exchange(&format!("c{calls}"), *n);
+                }
+                Step::Parallel(a, b) => {
+                    calls += 1;
+                    let (x, y) = (format!("p{calls}a"), format!("p{calls}b"));
+                    log.push(serde_json::json!({"type": "message", "role": "assistant", "tool_calls": [
+                        {"id": x, "name": "read", "arguments": "{}"},
+                        {"id": y, "name": "grep", "arguments": {"q": "fn"}}]}));
+                    log.result(&x, *a);
+                    log.result(&y, *b);
+                }
+                _ => {
+                    let out = run_with(&cfg, &state, &log, 0, Mode::Auto, 0, &|r| summarise(summariser, r)).unwrap();
+                    let r = &out.record;
+                    prop_assert!(r.tokens_after <= i64::from(window));
+                    prop_assert!(r.tier != Tier::Emergency && r.evicted_seqs.is_empty(),
+                        "emergency truncation at step {i}: evicted {:?}", r.evicted_seqs);
                     state = out.state;
                 }
             }

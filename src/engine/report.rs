@@ -383,6 +383,7 @@ mod tests {
                 compaction_id: Uuid::now_v7(),
                 tokens_in_view: 4,
                 chars: 100,
+                excerpt_chars: 0,
             },
         );
         (session, state, items)

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::emergency::emergency;
+use super::progressive::Bounds;
 use super::render::Format;
 use super::working::Working;
 use crate::domain::compaction::{
@@ -71,8 +72,8 @@ pub enum EngineError {
 #[derive(Debug)]
 pub(super) struct Run<'a> {
     pub(super) input: EngineInput<'a>,
-    /// The most message tokens (as we count them) that fit the window.
-    pub(super) room: i64,
+    /// The most message tokens (as we count them) that fit the window, and the other bounds.
+    pub(super) bounds: Bounds,
     /// The view as it was, with the repairs it needed, and its tokens.
     pub(super) before: (Vec<ViewMessage<'a>>, Repairs),
     pub(super) before_tokens: i64,
@@ -117,9 +118,12 @@ impl<'a> Pending<'a> {
         self.run.tier
     }
 
-    /// Whether the fold cannot wait: the view does not fit, or the caller forced it.
+    /// Whether the fold cannot wait: the view does not fit or is at the emergency tier, or the
+    /// caller forced it.
     pub fn must_fold(&self) -> bool {
-        self.run.input.mode == Mode::Force || self.run.before_tokens > self.run.room
+        self.run.input.mode == Mode::Force
+            || self.run.tier == Tier::Emergency
+            || self.run.before_tokens > self.run.bounds.room
     }
 
     /// Finishes the compaction without the fold (nor what came with it), when a summary is not
@@ -162,7 +166,8 @@ impl<'a> Run<'a> {
             });
         }
         let calibration = input.state.calibration_factor();
-        let room = ((window - input.tools_tokens - reserved) as f64 / calibration).floor() as i64;
+        let bounds = Bounds::new(config, input.tools_tokens, calibration);
+        let room = bounds.room;
         let work = Working::from_state(config, input.state, input.events, input.format);
         let (messages, repairs, before_tokens) = work.render();
         let utilization = config.utilization(before_tokens, calibration, input.tools_tokens);
@@ -182,7 +187,7 @@ impl<'a> Run<'a> {
             && before_tokens <= room;
         Ok(Self {
             input,
-            room,
+            bounds,
             before: (messages, repairs),
             before_tokens,
             tier,
@@ -200,19 +205,19 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// Takes `candidate` as the view, with `offloaded` what it offloaded.
+    /// Takes `candidate` as the view, with `offloaded` what it offloaded besides what this run
+    /// offloaded before.
     pub(super) fn accept(&mut self, candidate: Working<'a>, offloaded: Vec<OffloadedItem>) {
         self.preserved_tail = candidate.full_seqs();
-        self.offloaded = offloaded
-            .into_iter()
-            .filter(|o| o.seq > candidate.checkpoint)
-            .collect();
+        self.offloaded.extend(offloaded);
+        self.offloaded.retain(|o| o.seq > candidate.checkpoint);
         self.work = candidate;
         self.acted = true;
     }
 
-    /// Falls back to the emergency tier when the view still does not fit, then writes the
-    /// state and the record.
+    /// Falls back to emergency truncation when the view still does not fit, then writes the
+    /// state and the record. A view at the emergency tier that the gentler steps brought within
+    /// the room is recorded at the full tier: it was not truncated.
     pub(super) fn finish(mut self) -> EngineOutput<'a> {
         let id = self.input.compaction_id;
         // Until something acts, the view is the one rendered at the start.
@@ -221,11 +226,14 @@ impl<'a> Run<'a> {
         } else {
             self.before_tokens
         };
-        if (self.tier == Tier::Emergency && !self.settled) || current_tokens > self.room {
+        if self.tier == Tier::Emergency && current_tokens <= self.bounds.room {
+            self.tier = Tier::Full;
+        }
+        if current_tokens > self.bounds.room {
             self.tier = Tier::Emergency;
             let (evicted, info) = emergency(
                 &mut self.work,
-                self.room,
+                self.bounds.room,
                 id,
                 &mut self.folded,
                 &mut self.offloaded,
@@ -255,9 +263,14 @@ impl<'a> Run<'a> {
             ..
         } = self;
 
-        // Items folded after being offloaded are summarised, not offloaded.
+        // Items folded after being offloaded are summarised, not offloaded; an item reduced
+        // twice is listed once, as it ends up.
         offloaded
             .retain(|o| o.seq > work.checkpoint || work.kept.iter().any(|l| l.event.seq == o.seq));
+        let mut seen = std::collections::HashSet::new();
+        offloaded.reverse();
+        offloaded.retain(|o| seen.insert(o.seq));
+        offloaded.reverse();
         let items_before = before_messages.len() as i64;
         let (messages, repairs, after_tokens, prefix_kept) = if acted {
             let (messages, repairs, tokens) = work.render();
@@ -288,6 +301,7 @@ impl<'a> Run<'a> {
                             compaction_id: by,
                             tokens_in_view: l.tokens,
                             chars: l.chars(),
+                            excerpt_chars: l.excerpt,
                         },
                     ))
                 })

@@ -191,11 +191,12 @@ async fn tier_boundaries_are_inclusive() {
     log.user("hello");
     let state = CompactionState::default();
     for (utilization, tier) in [
-        (0.59, Tier::None),
-        (0.60, Tier::Warn),
-        (0.70, Tier::Soft),
-        (0.80, Tier::Full),
-        (0.95, Tier::Emergency),
+        (0.69, Tier::None),
+        (0.70, Tier::Warn),
+        (0.80, Tier::Soft),
+        (0.90, Tier::Full),
+        // Nothing is over the window, so nothing is truncated: the gentle steps suffice.
+        (0.95, Tier::Full),
     ] {
         let tools = tools_for(utilization, &config, &log);
         let out = run(&config, &state, &log, tools, Mode::Auto, 0)
@@ -212,12 +213,12 @@ async fn warn_offloads_large_head_results_and_keeps_the_tail() {
     let mut log = Log::default();
     log.system("sys");
     log.user("Investigate the crash.");
-    for i in 0..6 {
-        log.exchange(&format!("c{i}"), 2_400); // ~600 tokens each
+    for i in 0..12 {
+        log.exchange(&format!("c{i}"), 1_800); // ~450 tokens each: under the per-item cap
     }
     log.user("Now summarise what you found.");
     log.assistant("Working on it.");
-    let tools = tools_for(0.62, &config, &log);
+    let tools = tools_for(0.72, &config, &log);
     let out = run(
         &config,
         &CompactionState::default(),
@@ -247,13 +248,12 @@ async fn warn_offloads_large_head_results_and_keeps_the_tail() {
         );
         assert!(!offloaded.contains(&seq));
     }
-    // The summary message right after the system prompt lists every reference.
-    assert_eq!(out.messages[1].projection, Projection::Summary);
-    for seq in &offloaded {
-        assert!(out.messages[1]
-            .content
-            .contains(&format!("observation://{seq}")));
-    }
+    // Nothing was folded, so there is no summary message: each preview carries its own
+    // reference where it stands.
+    assert!(out
+        .messages
+        .iter()
+        .all(|m| m.projection != Projection::Summary));
     assert!(
         out.record.summarized_seqs.is_empty(),
         "warn does not summarise"
@@ -270,7 +270,7 @@ async fn a_small_gain_leaves_the_view_alone() {
     for i in 0..4 {
         log.user(&format!("message {i}"));
     }
-    let tools = tools_for(0.61, &config, &log);
+    let tools = tools_for(0.71, &config, &log);
     let out = run(
         &config,
         &CompactionState::default(),
@@ -287,35 +287,30 @@ async fn a_small_gain_leaves_the_view_alone() {
 }
 
 #[tokio::test]
-async fn soft_summarises_the_oldest_half_of_the_head() {
+async fn soft_folds_the_oldest_of_the_head_down_to_low_water() {
     let config = config(10_000);
     let mut log = Log::default();
     log.system("sys");
-    for i in 0..10 {
-        log.user(&format!("request {i}: {}", "y".repeat(800)));
-        log.assistant(&format!("answer {i}: {}", "z".repeat(800)));
+    for i in 0..20 {
+        log.user(&format!("request {i}: {}", "y".repeat(700)));
+        log.assistant(&format!("answer {i}: {}", "z".repeat(700)));
     }
-    let tools = tools_for(0.72, &config, &log);
-    let out = run(
-        &config,
-        &CompactionState::default(),
-        &log,
-        tools,
-        Mode::Auto,
-        0,
-    )
-    .await
-    .unwrap();
+    let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
     assert_eq!(out.record.tier, Tier::Soft);
     assert!(out.record.acted);
     let summarized = &out.record.summarized_seqs;
+    // The oldest of the head (seqs 2..=37), never the tail (38..=41), as far as the low-water
+    // mark (40 % of the window: 3,000 message tokens after the reserved output) needs.
+    let head: Vec<i64> = (2..=37).collect();
     assert!(!summarized.is_empty());
-    // Roughly the oldest half of the head (seqs 2..=17), never the tail (18..=21).
-    let head: Vec<i64> = (2..=17).collect();
     assert_eq!(summarized[..], head[..summarized.len()]);
+    assert!(summarized.len() < head.len(), "{summarized:?}");
     assert!(
-        summarized.len() >= 6 && summarized.len() <= 10,
-        "{summarized:?}"
+        out.record.tokens_after <= 1_000 + 3_000 + 600,
+        "down to about low water: {}",
+        out.record.tokens_after
     );
     for seq in summarized {
         assert_eq!(projection_of(&out, *seq), None);
@@ -347,7 +342,7 @@ async fn full_summarises_the_head_without_splitting_a_tool_pair() {
     log.user("another");
     log.result("last", 100);
     log.user("go on");
-    let tools = tools_for(0.85, &config, &log);
+    let tools = tools_for(0.92, &config, &log);
     let out = run(
         &config,
         &CompactionState::default(),
@@ -378,8 +373,9 @@ async fn emergency_keeps_a_preview_of_a_message_too_large_for_the_window() {
     let config = config(4_000);
     let mut log = Log::default();
     log.system("sys");
-    log.user("read the big file");
-    log.exchange("big", 40_000); // ~10,000 tokens: more than the window
+    // A pasted file of ~10,000 tokens: more than the window, and no tool result to cap.
+    log.user(&"pasted line\n".repeat(3_400));
+    log.exchange("small", 100);
     let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
         .await
         .unwrap();
@@ -389,16 +385,35 @@ async fn emergency_keeps_a_preview_of_a_message_too_large_for_the_window() {
         "{}",
         out.record.tokens_after
     );
-    let result = out
+    // The paste is folded or reduced, never silently lost: listed, and its start still seen.
+    let r = &out.record;
+    let listed = r.summarized_seqs.contains(&2)
+        || r.evicted_seqs.contains(&2)
+        || r.offloaded.iter().any(|o| o.seq == 2);
+    assert!(listed, "{r:?}");
+    assert!(out
         .messages
         .iter()
-        .find(|m| m.seq == Some(4))
-        .expect("the result is shown");
-    assert!(matches!(
-        result.projection,
-        Projection::Preview | Projection::Reference
-    ));
-    assert!(result.content.contains("observation://4"));
+        .any(|m| m.content.contains("pasted line")));
+}
+
+/// A result too large for the window alone is capped to its head and tail: no emergency.
+#[tokio::test]
+async fn a_tool_result_too_large_for_the_window_is_capped_not_truncated() {
+    let config = config(4_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("read the big file");
+    log.exchange("big", 40_000); // ~10,000 tokens: more than the window
+    let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_ne!(out.record.tier, Tier::Emergency);
+    assert!(out.record.evicted_seqs.is_empty());
+    assert!(out.record.tokens_after <= 4_000);
+    let result = out.messages.iter().find(|m| m.seq == Some(4)).unwrap();
+    assert_eq!(result.projection, Projection::Preview);
+    assert!(result.content.contains("observation://4?offset="));
 }
 
 #[tokio::test]

@@ -12,6 +12,8 @@ use crate::tokens::Tokenizer;
 
 /// Marks the summary message so that models (and people) can tell it from the conversation.
 pub const SUMMARY_HEADER: &str = "[ctxd: summary of the earlier conversation]";
+/// The tool through which models recall offloaded content (`GET /tools/recall_observation`).
+pub const RECALL_TOOL: &str = "recall_observation";
 /// The most lines and characters a preview shows.
 pub const PREVIEW_LINES: usize = 20;
 pub const PREVIEW_CHARS: usize = 1_200;
@@ -120,6 +122,10 @@ pub fn preview_message(event: &Event, max_chars: usize, chars: i64) -> ViewMessa
             total - shown_chars,
             ObservationUri(event.seq)
         );
+        for line in error_lines(&text[shown.len()..]) {
+            content.push('\n');
+            content.push_str(line);
+        }
     }
     image_references(event, &mut content);
     reduced_message(event, content, Projection::Preview)
@@ -151,35 +157,106 @@ fn image_references(event: &Event, content: &mut String) {
     }
 }
 
-/// An event shown only by its observation reference. `chars` is the event's
-/// [`content_chars`]. Its `tokens` are left for the caller.
-pub fn reference_message(event: &Event, chars: i64) -> ViewMessage<'_> {
-    let mut content = format!(
-        "[{} characters offloaded; recall {}]",
-        shown_text(event, chars).1,
+/// An event shown as its head and its tail in about `max_chars` characters, with the
+/// observation reference of the middle and the middle's error lines between them. `chars` is
+/// the event's [`content_chars`]. Its `tokens` are left for the caller.
+pub fn excerpt_message(event: &Event, max_chars: usize, chars: i64) -> ViewMessage<'_> {
+    let (text, total) = shown_text(event, chars);
+    let head = text::prefix_chars(&text, max_chars * 2 / 3);
+    let rest = &text[head.len()..];
+    let tail = text::suffix_chars(rest, max_chars / 3);
+    let middle = &rest[..rest.len() - tail.len()];
+    let count = |s: &str| if s.is_ascii() { s.len() } else { s.chars().count() } as i64;
+    let offset = count(head);
+    let mut content = String::with_capacity(head.len() + tail.len() + 200);
+    content.push_str(head);
+    let _ = write!(
+        content,
+        "\n[… {} characters offloaded; recall {}?offset={offset}]",
+        total - offset - count(tail),
         ObservationUri(event.seq)
     );
+    for line in error_lines(middle) {
+        content.push_str("\n");
+        content.push_str(line);
+    }
+    content.push('\n');
+    content.push_str(tail);
+    image_references(event, &mut content);
+    reduced_message(event, content, Projection::Preview)
+}
+
+/// The most error lines a reduced item names, and the characters of each.
+const ERROR_LINES: usize = 4;
+const ERROR_LINE_CHARS: usize = 160;
+
+/// The distinct lines of `text` that read as errors (`error:`, `error[E…]`, `FAILED`,
+/// `panicked at`, exceptions), at most [`ERROR_LINES`] of them, each cut to
+/// [`ERROR_LINE_CHARS`]: what a model most needs of an output it no longer sees.
+pub fn error_lines(text: &str) -> Vec<&str> {
+    let mut found: Vec<&str> = Vec::new();
+    // Every such line holds one of these; searching for them skips most of a long output.
+    let finder = memchr::memmem::Finder::new;
+    let needles = [
+        finder("rror"),
+        finder("FAIL"),
+        finder("panicked"),
+        finder("xception"),
+    ];
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() && found.len() < ERROR_LINES {
+        let Some(hit) = needles.iter().filter_map(|n| n.find(&bytes[at..])).min() else {
+            break;
+        };
+        let hit = at + hit;
+        let start = memchr::memrchr(b'\n', &bytes[..hit]).map_or(0, |i| i + 1);
+        let end = memchr::memchr(b'\n', &bytes[hit..]).map_or(bytes.len(), |i| hit + i);
+        let line = text[start..end].trim();
+        if reads_as_error(line) && !found.contains(&line) {
+            found.push(text::prefix_chars(line, ERROR_LINE_CHARS));
+        }
+        at = end + 1;
+    }
+    found
+}
+
+fn reads_as_error(line: &str) -> bool {
+    let lower = line.to_ascii_lowercase();
+    line.len() >= 8
+        && (lower.starts_with("error")
+            || lower.contains("error:")
+            || lower.contains("error[")
+            || line.contains("FAILED")
+            || line.contains("panicked at")
+            || lower.contains("exception"))
+}
+
+/// An event shown only by its observation reference, and the error lines of its text.
+/// `chars` is the event's [`content_chars`]. Its `tokens` are left for the caller.
+pub fn reference_message(event: &Event, chars: i64) -> ViewMessage<'_> {
+    let (text, total) = shown_text(event, chars);
+    let mut content = format!(
+        "[{total} characters offloaded; recall {}]",
+        ObservationUri(event.seq)
+    );
+    for line in error_lines(&text) {
+        content.push('\n');
+        content.push_str(line);
+    }
     image_references(event, &mut content);
     reduced_message(event, content, Projection::Reference)
 }
 
-/// A reduced item listed in the summary message.
-pub struct ReducedRef<'a> {
-    pub seq: i64,
-    pub chars: i64,
-    pub tool_call_id: Option<&'a str>,
-    pub tool_name: Option<&'a str>,
-}
-
-/// The summary message: the running summary, its anchors and the observation references of
-/// offloaded items. None when there is nothing to say.
+/// The summary message: the running summary and its anchors. None when nothing was folded.
+/// Items shown reduced carry their own observation reference where they stand, so the message
+/// does not list them: offloading at the view's end never rewrites its start.
 pub fn summary_message(
     summary: &Summary,
-    refs: &[ReducedRef<'_>],
     max_chars: usize,
     tokenizer: Tokenizer,
 ) -> Option<ViewMessage<'static>> {
-    if summary.text.trim().is_empty() && refs.is_empty() {
+    if summary.text.trim().is_empty() {
         return None;
     }
     let mut text = String::with_capacity(SUMMARY_HEADER.len() + summary.text.len() + 1_024);
@@ -202,20 +279,7 @@ pub fn summary_message(
             }
         }
     }
-    if !refs.is_empty() {
-        text.reserve(refs.len() * 80);
-        text.push_str("\n\nOffloaded tool output (recall the exact text with recall_observation):");
-        for r in refs {
-            let _ = write!(text, "\n- {} — ", ObservationUri(r.seq));
-            let _ = match (r.tool_name, r.tool_call_id) {
-                (Some(name), Some(id)) => write!(text, "result of {name} ({id})"),
-                (None, Some(id)) => write!(text, "result of call {id}"),
-                _ => write!(text, "content"),
-            };
-            let _ = write!(text, ", {} characters", r.chars);
-        }
-    }
-    // Bound what a long list of references adds, like the summary itself.
+    // Bound what the anchors add, like the summary itself.
     text::cut_marked(&mut text, max_chars + 2_000, "\n[…]");
     let mut message = ViewMessage {
         seq: None,

@@ -1,11 +1,13 @@
 //! The view under construction: the items a compaction looks at, how each is shown and what
 //! it costs, and the moves every tier is made of (offload, mask, fold).
 
+use std::collections::HashSet;
+
 use uuid::Uuid;
 
 use super::render::Format;
 use super::repair::{self, Pairing};
-use super::view::{self, ReducedRef};
+use super::view;
 use crate::domain::compaction::{OffloadedItem, Projection, Reason, Repairs, Summary, ViewMessage};
 use crate::domain::content::Part;
 use crate::domain::event::{Event, EventBody, Role};
@@ -28,11 +30,16 @@ pub(super) struct Live<'a> {
     pub(super) chars: Option<i64>,
     /// Whether its reasoning is sent (and counted in `tokens`): see [`ViewMessage::reasoning`].
     pub(super) reasoning: bool,
+    /// For a preview shown as head and tail, the characters it shows (0: a plain preview).
+    pub(super) excerpt: i64,
 }
 
 impl<'a> Live<'a> {
     pub(super) fn message(&self) -> ViewMessage<'a> {
         let mut message = match self.projection {
+            Projection::Preview if self.excerpt > 0 => {
+                view::excerpt_message(self.event, self.excerpt as usize, self.chars())
+            }
             Projection::Preview => {
                 view::preview_message(self.event, view::PREVIEW_CHARS, self.chars())
             }
@@ -67,6 +74,7 @@ impl<'a> Live<'a> {
             by: Some(by),
             chars: Some(self.chars()),
             reasoning: false,
+            excerpt: 0,
         }
     }
 
@@ -132,6 +140,7 @@ impl<'a> Working<'a> {
                     by: Some(r.compaction_id),
                     chars: (r.chars > 0).then_some(r.chars),
                     reasoning: false,
+                    excerpt: r.excerpt_chars,
                 },
                 None => {
                     let sent = |p: &Part| format.sends_reasoning(p);
@@ -149,6 +158,7 @@ impl<'a> Working<'a> {
                         by: None,
                         chars: None,
                         reasoning,
+                        excerpt: 0,
                     }
                 }
             };
@@ -179,27 +189,12 @@ impl<'a> Working<'a> {
     }
 
     pub(super) fn build_summary_message(&self, count: bool) -> Option<ViewMessage<'static>> {
-        let refs: Vec<ReducedRef> = self
-            .kept
-            .iter()
-            .chain(&self.live)
-            .filter(|l| matches!(l.projection, Projection::Preview | Projection::Reference))
-            .map(|l| ReducedRef {
-                seq: l.event.seq,
-                chars: l.chars(),
-                tool_call_id: l.event.body.tool_call_id(),
-                tool_name: match &l.event.body {
-                    EventBody::Message(m) => m.name.as_deref(),
-                    _ => None,
-                },
-            })
-            .collect();
         let tokenizer = if count {
             self.tokenizer
         } else {
             Tokenizer::Chars4
         };
-        view::summary_message(&self.summary, &refs, self.summary_max_chars, tokenizer)
+        view::summary_message(&self.summary, self.summary_max_chars, tokenizer)
     }
 
     pub(super) fn refresh_summary_message(&mut self) {
@@ -388,6 +383,105 @@ impl<'a> Working<'a> {
             masked.push(offloaded_item(item));
         }
         masked
+    }
+
+    /// The ids of the view's `recall_observation` calls: their results are what the model
+    /// asked to see again, so they stay in full while recent.
+    pub(super) fn recall_calls(&self) -> HashSet<&'a str> {
+        self.live
+            .iter()
+            .flat_map(|l| l.pairing().2)
+            .filter(|call| call.name == view::RECALL_TOOL)
+            .map(|call| call.id.as_str())
+            .collect()
+    }
+
+    /// Whether item `i` is a tool result shown in full that compaction may reduce.
+    pub(super) fn reducible_result(&self, i: usize) -> bool {
+        let item = &self.live[i];
+        item.projection == Projection::Full
+            && is_tool_result(item.event)
+            && !always_kept(item.event)
+    }
+
+    /// Shows item `i` as its head and tail in about `max_chars` characters, when that is
+    /// smaller. Returns what it offloaded and the tokens that freed.
+    pub(super) fn excerpt(
+        &mut self,
+        i: usize,
+        max_chars: usize,
+        id: Uuid,
+    ) -> Option<(OffloadedItem, i64)> {
+        let item = &self.live[i];
+        // Only a long text is cut: an image the result carries stays while it is recent.
+        if item.chars() <= max_chars as i64 {
+            return None;
+        }
+        let mut message = view::excerpt_message(item.event, max_chars, item.chars());
+        message.tokens = message.cost(self.tokenizer);
+        if message.tokens >= item.tokens {
+            return None;
+        }
+        let freed = item.tokens - message.tokens;
+        let reason = Reason::OffloadedLargeToolResult;
+        let mut reduced = item.reduced(Projection::Preview, message.tokens, reason, id);
+        reduced.excerpt = max_chars as i64;
+        let offloaded = offloaded_item(&reduced);
+        self.live[i] = reduced;
+        Some((offloaded, freed))
+    }
+
+    /// Shows tool results before `end` by reference, oldest first, until the view costs at
+    /// most `target` (`total` is what it costs now). Returns what it masked and the new cost.
+    pub(super) fn mask_until(
+        &mut self,
+        end: usize,
+        mut total: i64,
+        target: i64,
+        id: Uuid,
+    ) -> (Vec<OffloadedItem>, i64) {
+        let mut masked = Vec::new();
+        for item in &mut self.live[..end] {
+            if total <= target {
+                break;
+            }
+            if !is_tool_result(item.event)
+                || always_kept(item.event)
+                || item.projection == Projection::Reference
+            {
+                continue;
+            }
+            let mut reference = view::reference_message(item.event, item.chars());
+            reference.tokens = reference.cost(self.tokenizer);
+            if reference.tokens >= item.tokens {
+                continue;
+            }
+            total -= item.tokens - reference.tokens;
+            let reason = Reason::MaskedCompletedToolExchange;
+            *item = item.reduced(Projection::Reference, reference.tokens, reason, id);
+            masked.push(offloaded_item(item));
+        }
+        (masked, total)
+    }
+
+    /// The first cut at which folding the items before it brings the view (costing `total`)
+    /// to `target`, counting a summary that grows by a quarter of what it folds; `end` when
+    /// none before it does. Never separates a tool call from its results.
+    pub(super) fn fold_cut(&self, end: usize, valid: &[bool], total: i64, target: i64) -> usize {
+        let summary_now = self.summary_message.as_ref().map_or(0, |m| m.tokens);
+        let summary_room = (self.summary_max_chars as i64 / 3 - summary_now).max(0);
+        let mut folded = 0;
+        let mut cut = 0;
+        while cut < end && total - folded + (folded / 4).min(summary_room) > target {
+            if !always_kept(self.live[cut].event) {
+                folded += self.live[cut].tokens;
+            }
+            cut += 1;
+        }
+        while cut < end && !valid[cut] {
+            cut += 1;
+        }
+        cut
     }
 
     /// Tokens the items before `cut` cost in the view, except those that would stay.

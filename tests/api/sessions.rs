@@ -19,9 +19,9 @@ on_both_backends! {
             json!({
                 "context_window": 200000, "max_output_tokens": 8192, "tokenizer": "o200k_base",
                 "policy": "progressive",
-                "thresholds": {"warn": 0.6, "soft": 0.7, "full": 0.8, "emergency": 0.95},
+                "thresholds": {"low_water": 0.4, "warn": 0.7, "soft": 0.8, "full": 0.9, "emergency": 0.95},
                 "min_tail_messages": 6, "offload_threshold_chars": 4000,
-                "min_compaction_gain": 0.05
+                "min_compaction_gain": 0.05, "tail_max_share": 0.15, "item_max_share": 0.06
             })
         );
         assert_eq!(reply.body["head_seq"], 0);

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::*;
 use crate::domain::compaction::{is_unknown, Anchors, NOT_AVAILABLE};
 use crate::domain::event::{Event, EventBody, Role, ToolCall};
+use crate::engine::view;
 
 impl Digest {
     /// Adds the facts of `events`. `may_set_first_request` is false when the previous summary is
@@ -28,6 +29,12 @@ impl Digest {
                 EventBody::Message(m) => match m.role {
                     Role::System => {}
                     Role::User => {
+                        for line in constraint_lines(m.content.text()) {
+                            let line = one_line(line, CONSTRAINT_CHARS);
+                            if !self.get(Section::Constraints).contains(&line) {
+                                self.push(Section::Constraints, line);
+                            }
+                        }
                         if may_set_first_request && self.get(Section::FirstRequest).is_empty() {
                             self.push_quoted(
                                 Section::FirstRequest,
@@ -82,7 +89,21 @@ impl Digest {
                             self.push(Section::Errors, error);
                             let index = self.get(Section::Errors).len() - 1;
                             open_errors.push((attempt, index, Vec::new()));
+                            // The other lines that say what went wrong, as they read.
+                            let more = view::error_lines(m.content.text());
+                            for other in more.into_iter().filter(|l| !line.starts_with(l)) {
+                                if self.get(Section::Errors).len() - index > FAILED_ERROR_LINES {
+                                    break;
+                                }
+                                self.push(Section::Errors, one_line(other, ERROR_CHARS));
+                            }
                         } else {
+                            // A run that succeeded may still report errors (a test log, a
+                            // linter): its error lines are facts too.
+                            let text = m.content.text();
+                            for line in view::error_lines(text).into_iter().take(OK_ERROR_LINES) {
+                                self.push(Section::Errors, one_line(line, ERROR_CHARS));
+                            }
                             self.note_fixes(&mut open_errors, &attempt);
                         }
                     }
@@ -284,6 +305,25 @@ pub(super) struct CallFacts {
     described: String,
     command: Option<usize>,
     paths: Vec<String>,
+}
+
+/// The lines of a user's message that state a constraint: "never…", "do not…", "must…",
+/// "always…", "only…", "without…". What the agent must keep honouring long after the turn.
+pub(super) fn constraint_lines(text: &str) -> impl Iterator<Item = &str> {
+    const WORDS: [&str; 8] = [
+        " never ",
+        " do not ",
+        " don't ",
+        " must ",
+        " always ",
+        " only ",
+        " without ",
+        " should not ",
+    ];
+    text.lines().map(str::trim).filter(|line| {
+        let lower = format!(" {} ", line.to_lowercase());
+        line.len() >= 8 && WORDS.iter().any(|w| lower.contains(w))
+    })
 }
 
 /// The line of a failed tool's output that says what went wrong: the last line of a Python

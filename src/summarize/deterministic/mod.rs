@@ -24,6 +24,11 @@ const TOOL_CALL_CHARS: usize = 200;
 const ARGUMENT_CHARS: usize = 80;
 const TOUCHED_CHARS: usize = 160;
 const ERROR_CHARS: usize = 200;
+const CONSTRAINT_CHARS: usize = 200;
+/// The most error lines named for a failed tool run, besides the one that says what failed.
+const FAILED_ERROR_LINES: usize = 3;
+/// The most error lines named for a tool run that did not fail.
+const OK_ERROR_LINES: usize = 2;
 const NOTE_CHARS: usize = 300;
 const PLAN_CHARS: usize = 400;
 const ANCHOR_CHARS: usize = 300;
@@ -113,6 +118,7 @@ enum Section {
     FirstRequest,
     Narrative,
     Earlier,
+    Constraints,
     Requests,
     Notes,
     Episodes,
@@ -124,10 +130,11 @@ enum Section {
 }
 
 impl Section {
-    const ALL: [Section; 11] = [
+    const ALL: [Section; 12] = [
         Section::FirstRequest,
         Section::Narrative,
         Section::Earlier,
+        Section::Constraints,
         Section::Requests,
         Section::Notes,
         Section::Episodes,
@@ -139,14 +146,15 @@ impl Section {
     ];
 
     /// Lists whose oldest items go first when the text is too long, least important first.
-    const DROP_ORDER: [Section; 7] = [
+    const DROP_ORDER: [Section; 8] = [
         Section::Folded,
         Section::ToolCalls,
-        Section::Touched,
         Section::Errors,
+        Section::Touched,
         Section::Requests,
         Section::Episodes,
         Section::Notes,
+        Section::Constraints,
     ];
 
     /// Quoted blocks, shortened when the lists alone cannot make room, last resort last.
@@ -162,6 +170,7 @@ impl Section {
             Section::FirstRequest => "First user request",
             Section::Narrative => "Narrative",
             Section::Earlier => "Earlier summary",
+            Section::Constraints => "Constraints the user stated",
             Section::Requests => "Later user requests",
             Section::Notes => "Pinned notes and decisions",
             Section::Episodes => "Episode conclusions",

@@ -1,0 +1,212 @@
+//! The gentle steps before emergency truncation: per-item and tail caps, masking, hysteresis,
+//! and recalled slices kept while recent.
+
+use serde_json::json;
+
+use super::tests::{config, run, Log};
+use crate::domain::compaction::{Mode, Projection, Tier};
+use crate::domain::state::CompactionState;
+
+fn projection_of(out: &super::EngineOutput<'_>, seq: i64) -> Option<Projection> {
+    out.messages
+        .iter()
+        .find(|m| m.seq == Some(seq))
+        .map(|m| m.projection)
+}
+
+/// A 4K window with twelve 2 KB results fits by offloading and masking: no emergency.
+#[tokio::test]
+async fn many_mid_sized_results_never_need_an_emergency() {
+    let config = config(4_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Read every module.");
+    let mut state = CompactionState::default();
+    let mut tiers = Vec::new();
+    for i in 0..12 {
+        log.exchange(&format!("c{i}"), 2_000);
+        let out = run(&config, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+        assert!(out.record.tokens_after <= 4_000);
+        assert!(
+            out.record.evicted_seqs.is_empty(),
+            "turn {i}: evicted {:?}",
+            out.record.evicted_seqs
+        );
+        tiers.push(out.record.tier);
+        state = out.state;
+    }
+    assert!(!tiers.contains(&Tier::Emergency), "{tiers:?}");
+}
+
+/// One result larger than the per-item cap is shown as head and tail even while it is the
+/// newest item, and the record lists it as offloaded with how much it shows.
+#[tokio::test]
+async fn a_result_over_the_item_cap_is_an_excerpt_even_while_recent() {
+    let config = config(20_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Read the log.");
+    let mut text: String = (0..400).map(|i| format!("line {i} ok\n")).collect();
+    text.push_str("error[E0308]: mismatched types in src/parser.rs\n");
+    text.extend((400..800).map(|i| format!("line {i} ok\n")));
+    log.push(json!({"type": "message", "role": "assistant",
+        "tool_calls": [{"id": "big", "name": "shell", "arguments": {"command": "cargo build"}}]}));
+    let seq = log.push(
+        json!({"type": "message", "role": "tool", "tool_call_id": "big",
+        "name": "shell", "content": text}),
+    );
+    let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(
+        out.record.tier,
+        Tier::None,
+        "the excerpt keeps the view small"
+    );
+    let shown = out.messages.iter().find(|m| m.seq == Some(seq)).unwrap();
+    assert_eq!(shown.projection, Projection::Preview);
+    assert!(shown.content.starts_with("line 0 ok"), "{}", shown.content);
+    assert!(shown.content.trim_end().ends_with("line 799 ok"));
+    assert!(
+        shown
+            .content
+            .contains(&format!("observation://{seq}?offset=")),
+        "the reference to the middle: {}",
+        shown.content
+    );
+    assert!(
+        shown.content.contains("error[E0308]"),
+        "the middle's error line is kept"
+    );
+    let item = out.record.offloaded.iter().find(|o| o.seq == seq).unwrap();
+    assert!(
+        shown.tokens < item.tokens,
+        "{} of {}",
+        shown.tokens,
+        item.tokens
+    );
+    // The next call shows it the same way: the view only grows at its end.
+    log.user("Thanks.");
+    let next = run(&config, &out.state, &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(next.messages[..out.messages.len()], out.messages[..]);
+}
+
+/// The model asked for a recalled slice: it stays in full while recent, though over the
+/// per-item cap, so it is not offloaded again in the next views.
+#[tokio::test]
+async fn a_recalled_slice_stays_in_full_while_recent() {
+    let config = config(20_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Look at the middle of the log.");
+    log.push(json!({"type": "message", "role": "assistant",
+        "tool_calls": [{"id": "r1", "name": "recall_observation",
+            "arguments": {"uri": "observation://2?offset=4000"}}]}));
+    // Over the per-item cap (about 1,100 tokens here), within the tail's (about 2,800).
+    let slice: String = (0..400).map(|i| format!("recalled line {i}\n")).collect();
+    let recalled = log.push(
+        json!({"type": "message", "role": "tool", "tool_call_id": "r1",
+        "name": "recall_observation", "content": slice}),
+    );
+    // The same size from another tool is capped.
+    log.push(json!({"type": "message", "role": "assistant",
+        "tool_calls": [{"id": "o1", "name": "read", "arguments": {"path": "a.rs"}}]}));
+    let other = log.push(
+        json!({"type": "message", "role": "tool", "tool_call_id": "o1",
+        "name": "read", "content": slice}),
+    );
+    let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(projection_of(&out, recalled), Some(Projection::Full));
+    assert_eq!(projection_of(&out, other), Some(Projection::Preview));
+}
+
+/// A compaction that acts frees down to the low-water mark, so the next one is many turns
+/// away; in between the view only grows at its end.
+#[tokio::test]
+async fn a_compaction_frees_down_to_low_water_and_the_next_turns_only_append() {
+    let config = config(20_000);
+    let room = 20_000 - 1_000;
+    let mut log = Log::default();
+    log.system("sys");
+    let mut state = CompactionState::default();
+    let mut acted_at = Vec::new();
+    let mut previous: Option<Vec<crate::domain::compaction::ViewMessage<'static>>> = None;
+    for turn in 0..80 {
+        log.user(&format!("step {turn}: {}", "u".repeat(200)));
+        log.exchange(&format!("c{turn}"), 900);
+        log.assistant(&format!("done {turn}"));
+        let out = run(&config, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+        assert!(out.record.tier != Tier::Emergency, "turn {turn}");
+        if out.changed && out.record.acted {
+            acted_at.push(turn);
+            assert!(
+                out.record.tokens_after <= room * 45 / 100,
+                "turn {turn}: down to {} of {room}",
+                out.record.tokens_after
+            );
+        } else if let Some(previous) = &previous {
+            assert_eq!(
+                out.messages[..previous.len()],
+                previous[..],
+                "turn {turn}: the view changed before its end"
+            );
+        }
+        previous = Some(out.messages);
+        state = out.state;
+    }
+    assert!(acted_at.len() >= 2, "{acted_at:?}");
+    let gaps: Vec<usize> = acted_at.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.iter().all(|g| *g >= 5),
+        "compactions too close: {acted_at:?}"
+    );
+}
+
+/// Before folding anything, older tool results are masked to one line while every assistant
+/// message and tool call stays verbatim.
+#[tokio::test]
+async fn masking_comes_before_summarising() {
+    let mut config = config(10_000);
+    // Results under the offload threshold: masked rather than previewed.
+    config.offload_threshold_chars = 4_000;
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Find the bug.");
+    let mut results = Vec::new();
+    let mut calls = Vec::new();
+    for i in 0..16 {
+        calls.push(log.call(&format!("c{i}")));
+        results.push(log.result(&format!("c{i}"), 2_000));
+    }
+    log.user("What did you find?");
+    let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert!(matches!(out.record.tier, Tier::Soft | Tier::Full));
+    assert!(out.record.acted);
+    assert!(
+        out.record.summarized_seqs.is_empty(),
+        "masking alone reaches the mark: {:?}",
+        out.record.summarized_seqs
+    );
+    for seq in &calls {
+        assert_eq!(projection_of(&out, *seq), Some(Projection::Full));
+    }
+    let masked: Vec<i64> = results
+        .iter()
+        .copied()
+        .filter(|s| projection_of(&out, *s) == Some(Projection::Reference))
+        .collect();
+    assert!(!masked.is_empty());
+    // Oldest first.
+    assert_eq!(masked[..], results[..masked.len()]);
+    for seq in masked {
+        let m = out.messages.iter().find(|m| m.seq == Some(seq)).unwrap();
+        assert!(m.content.contains(&format!("observation://{seq}")));
+        assert!(out.record.offloaded.iter().any(|o| o.seq == seq));
+    }
+}

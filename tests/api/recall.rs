@@ -261,3 +261,24 @@ on_both_backends! {
         assert_eq!(app.send(malformed.body("{\"uri\":")).await.status, StatusCode::BAD_REQUEST);
     }
 }
+
+on_both_backends! {
+    async fn the_readme_recall_example_answers_as_shown(app) {
+        let session = app.create_session(json!({})).await;
+        app.append(&session, json!([
+            {"id": "m1", "type": "message", "role": "user", "content": "List the files in src/"},
+            {"id": "m2", "type": "message", "role": "assistant", "content": "",
+             "tool_calls": [{"id": "call_1", "name": "shell", "arguments": "{\"cmd\":\"ls src\"}"}]},
+            {"id": "m3", "type": "message", "role": "tool", "tool_call_id": "call_1", "name": "shell",
+             "content": "main.rs\nlib.rs"}
+        ])).await;
+        let answer = recall(&app, &session, json!({"uri": "observation://m3", "limit": 7})).await;
+        let readme = include_str!("../../README.md");
+        let documented = readme.split("observation://m3\", \"limit\": 7}'\n").nth(1)
+            .and_then(|rest| rest.split("\n```").next())
+            .expect("the README's recall example");
+        let documented: String = documented.lines().map(|l| l.trim_start_matches("# ").trim_start()).collect();
+        let documented: Value = serde_json::from_str(&documented).expect("the README shows JSON");
+        assert_eq!(answer, documented);
+    }
+}

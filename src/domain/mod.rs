@@ -5,6 +5,7 @@ pub mod append;
 pub mod compaction;
 pub mod content;
 pub mod event;
+pub mod observation;
 pub mod pairing;
 pub mod session;
 pub mod state;

@@ -1,10 +1,8 @@
-//! `/sessions/{id}/context`, `/observations` and the recall tool: what the model sees of each
-//! item and why, and the exact content behind every reference.
+//! `/sessions/{id}/context`: what the model sees of each item and why.
 
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -14,18 +12,12 @@ use super::extract;
 use super::AppState;
 use crate::domain::compaction::{Anchors, ItemState, Tier};
 use crate::engine::report::{self, ContextItem, ContextTotals, PageQuery};
-use crate::engine::view;
 
 const DEFAULT_ITEMS: u32 = 200;
 const MAX_ITEMS: u32 = 2_000;
-const DEFAULT_SLICE: usize = 4_000;
-const MAX_SLICE: usize = 200_000;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(context))
-        .routes(routes!(observation))
-        .routes(routes!(recall_tool))
+    OpenApiRouter::new().routes(routes!(context))
 }
 
 /// A session's context, item by item.
@@ -170,152 +162,4 @@ async fn context(
         items,
         next_after_seq,
     }))
-}
-
-/// An exact slice of an item's content.
-#[derive(Serialize, ToSchema)]
-pub struct Observation {
-    pub seq: i64,
-    /// `observation://<seq>`
-    pub uri: String,
-    /// Character offset of `content`.
-    pub offset: usize,
-    /// Characters in `content`.
-    pub length: usize,
-    /// Characters in the whole item.
-    pub total_chars: usize,
-    pub content: String,
-    /// The offset of the next slice; absent when this slice reaches the end.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_offset: Option<usize>,
-}
-
-#[derive(Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-struct SliceParams {
-    /// First character (default 0).
-    #[param(minimum = 0)]
-    offset: Option<i64>,
-    /// Most characters to return, 1 to 200000 (default 4000).
-    #[param(minimum = 1, maximum = 200000)]
-    limit: Option<usize>,
-}
-
-/// Recall an observation exactly.
-///
-/// Offsets and lengths count characters, never splitting one.
-#[utoipa::path(get, path = "/sessions/{id}/observations/{event_id}", tag = "context",
-    operation_id = "get_observation",
-    params(("id" = Uuid, Path, description = "The session id"),
-        ("event_id" = i64, Path, description = "The event's seq, as in `observation://<seq>`"),
-        SliceParams),
-    responses(
-        (status = 200, description = "The slice", body = Observation, example = json!({
-            "seq": 42, "uri": "observation://42", "offset": 0, "length": 11, "total_chars": 11,
-            "content": "main.rs\nlib"})),
-        (status = 400, description = "A bad parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such session or event", body = Problem,
-            content_type = "application/problem+json")
-    ))]
-async fn observation(
-    State(state): State<AppState>,
-    Path((id, seq)): Path<(Uuid, i64)>,
-    Query(params): Query<SliceParams>,
-) -> Result<Json<Observation>, ApiError> {
-    // An i64, like every other count in the API, so that the document's bounds (int64, at
-    // least 0) are the ones the server holds.
-    let offset = params.offset.unwrap_or(0);
-    if offset < 0 {
-        return Err(ApiError::BadRequest("offset must be at least 0".into()));
-    }
-    let offset = usize::try_from(offset).unwrap_or(usize::MAX);
-    let limit = extract::page_limit(params.limit, DEFAULT_SLICE, MAX_SLICE)?;
-    let event = state
-        .store
-        .get_event(id, seq)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("session {id} has no event {seq}")))?;
-    let text = view::text_of(&event);
-    let total_chars = text.chars().count();
-    let mut chars = text.char_indices().map(|(i, _)| i).chain([text.len()]);
-    let start = chars.nth(offset.min(total_chars)).unwrap_or(text.len());
-    let taken = limit.min(total_chars.saturating_sub(offset));
-    let end = text[start..]
-        .char_indices()
-        .nth(taken)
-        .map_or(text.len(), |(i, _)| start + i);
-    let next = offset + taken;
-    Ok(Json(Observation {
-        seq,
-        uri: view::observation_uri(seq),
-        offset,
-        length: taken,
-        total_chars,
-        content: text[start..end].to_owned(),
-        next_offset: (next < total_chars).then_some(next),
-    }))
-}
-
-#[derive(Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-struct ToolParams {
-    /// `openai` (default) or `anthropic`.
-    #[param(value_type = Option<ToolFormat>, inline)]
-    format: Option<String>,
-}
-
-/// The provider whose tool-definition shape the recall tool comes in.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-enum ToolFormat {
-    #[schema(rename = "openai")]
-    Openai,
-    #[schema(rename = "anthropic")]
-    Anthropic,
-}
-
-/// A ready tool schema agents add so their model can recall offloaded content.
-///
-/// When the model calls it, the agent answers with
-/// `GET /sessions/{id}/observations/{seq}?offset=&limit=`.
-#[utoipa::path(get, path = "/tools/recall_observation", tag = "context",
-    operation_id = "get_recall_tool",
-    params(ToolParams),
-    responses(
-        (status = 200, description = "The tool schema", body = Object, example = json!({
-            "type": "function", "function": {"name": "recall_observation",
-                "description": "Recall the exact content of an item that was offloaded…",
-                "parameters": {"type": "object", "properties": {
-                    "uri": {"type": "string"}, "offset": {"type": "integer"},
-                    "limit": {"type": "integer"}}, "required": ["uri"]}}})),
-        (status = 400, description = "An unknown format", body = Problem, content_type = "application/problem+json")
-    ))]
-async fn recall_tool(Query(params): Query<ToolParams>) -> Result<Json<Value>, ApiError> {
-    let description = "Recall the exact content of an item that was offloaded from the \
-        conversation, given its observation://<id> reference. Returns up to `limit` characters \
-        starting at `offset`; ask again with the returned next_offset for more.";
-    let parameters = json!({
-        "type": "object",
-        "properties": {
-            "uri": {"type": "string", "description": "The reference, e.g. observation://42"},
-            "offset": {"type": "integer", "minimum": 0, "description": "First character (default 0)"},
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SLICE,
-                "description": "Most characters to return (default 4000)"}
-        },
-        "required": ["uri"]
-    });
-    match params.format.as_deref().unwrap_or("openai") {
-        "openai" => Ok(Json(json!({
-            "type": "function",
-            "function": {"name": "recall_observation", "description": description, "parameters": parameters}
-        }))),
-        "anthropic" => Ok(Json(json!({
-            "name": "recall_observation", "description": description, "input_schema": parameters
-        }))),
-        other => Err(ApiError::BadRequest(format!(
-            "unknown format `{other}`: use openai or anthropic"
-        ))),
-    }
 }

@@ -8,6 +8,7 @@ mod event_schema;
 mod events;
 mod extract;
 mod health;
+mod observations;
 mod sessions;
 mod turn;
 
@@ -117,6 +118,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(compaction::router())
         .merge(turn::router())
         .merge(context::router())
+        .merge(observations::router())
         .merge(health::router())
 }
 

@@ -106,6 +106,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<Event>, StoreError>;
     /// One event by seq.
     async fn get_event(&self, session_id: Uuid, seq: i64) -> Result<Option<Event>, StoreError>;
+    /// One event by the `id` its client gave it at append (unique within a session).
+    async fn get_event_by_client_id(
+        &self,
+        session_id: Uuid,
+        client_id: &str,
+    ) -> Result<Option<Event>, StoreError>;
     /// Events with `after_seq < seq ≤ to_seq` without their content, in seq order, at most
     /// `limit`.
     async fn item_rows(

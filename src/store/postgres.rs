@@ -264,6 +264,14 @@ impl Store for PostgresStore {
         Q::get_event(&self.pool, session_id, seq).await
     }
 
+    async fn get_event_by_client_id(
+        &self,
+        session_id: Uuid,
+        client_id: &str,
+    ) -> Result<Option<Event>, StoreError> {
+        Q::get_event_by_client_id(&self.pool, session_id, client_id).await
+    }
+
     async fn item_rows(
         &self,
         session_id: Uuid,

@@ -182,6 +182,23 @@ where
         Ok(row.map(Event::from))
     }
 
+    /// Served by the unique index on `(session_id, client_id)`, which also keeps appends
+    /// idempotent.
+    pub async fn get_event_by_client_id<'e>(
+        db: impl Executor<'e, Database = DB>,
+        session_id: Uuid,
+        client_id: &str,
+    ) -> Result<Option<Event>, StoreError> {
+        let sql =
+            format!("SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 AND client_id = $2");
+        let row: Option<EventRow> = sqlx::query_as(&sql)
+            .bind(DbUuid(session_id))
+            .bind(client_id.to_owned())
+            .fetch_optional(db)
+            .await?;
+        Ok(row.map(Event::from))
+    }
+
     /// Item rows with `after_seq < seq ≤ to_seq`, in seq order, at most `limit`.
     pub async fn item_rows<'e>(
         db: impl Executor<'e, Database = DB>,

@@ -252,6 +252,14 @@ impl Store for SqliteStore {
         Q::get_event(&self.reader, session_id, seq).await
     }
 
+    async fn get_event_by_client_id(
+        &self,
+        session_id: Uuid,
+        client_id: &str,
+    ) -> Result<Option<Event>, StoreError> {
+        Q::get_event_by_client_id(&self.reader, session_id, client_id).await
+    }
+
     async fn item_rows(
         &self,
         session_id: Uuid,

@@ -14,6 +14,7 @@ mod openapi;
 mod prepare;
 mod providers;
 mod readme;
+mod recall;
 mod replay;
 mod schema;
 mod sessions;

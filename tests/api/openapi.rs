@@ -69,7 +69,8 @@ fn operation_ids_read_as_what_they_do_and_no_rust_type_is_named() {
             let id = operation["operationId"].as_str().unwrap_or_default();
             let verb = id.split('_').next().unwrap_or_default();
             assert!(
-                ["get", "list", "create", "delete", "append", "compact", "record"].contains(&verb)
+                ["get", "list", "create", "delete", "append", "compact", "record", "recall"]
+                    .contains(&verb)
                     && id.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
                 "{method} {path}: operation id `{id}` does not say what it does"
             );
@@ -103,7 +104,7 @@ on_both_backends! {
             let (min, max) = (&limit["schema"]["minimum"], &limit["schema"]["maximum"]);
             let (min, max) = (min.as_i64().unwrap_or_else(|| panic!("{path}: limit has no minimum")),
                 max.as_i64().unwrap_or_else(|| panic!("{path}: limit has no maximum")));
-            let url = path.replace("{id}", &id).replace("{event_id}", "1");
+            let url = path.replace("{id}", &id).replace("{seq_or_event_id}", "1");
             for (value, ok) in [(min, true), (max, true), (min - 1, false), (max + 1, false)] {
                 let reply = app.get(&format!("{url}?limit={value}")).await;
                 let expected = if ok { StatusCode::OK } else { StatusCode::BAD_REQUEST };

@@ -323,7 +323,7 @@ on_both_backends! {
         let r = call(&app, spec, "get", "/sessions/{id}/context",
             &format!("/sessions/{ghost}/context"), None).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
-        let observation = "/sessions/{id}/observations/{event_id}";
+        let observation = "/sessions/{id}/observations/{seq_or_event_id}";
         for query in ["/6", "/6?offset=5&limit=10", "/6?offset=100000"] {
             let r = call(&app, spec, "get", observation, &format!("{s}/observations{query}"), None).await;
             assert_eq!(r.status, StatusCode::OK, "{}", r.body);
@@ -332,6 +332,16 @@ on_both_backends! {
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
         let r = call(&app, spec, "get", observation, &format!("{s}/observations/6?limit=0"), None).await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+        let recall = format!("{s}/recall");
+        for (body, status) in [
+            (json!({"uri": "observation://6?offset=5&limit=10"}), StatusCode::OK),
+            (json!({"uri": "observation://6", "offset": 100000}), StatusCode::OK),
+            (json!({"uri": "observation://999"}), StatusCode::NOT_FOUND),
+            (json!({"uri": "6"}), StatusCode::UNPROCESSABLE_ENTITY),
+        ] {
+            let r = call(&app, spec, "post", "/sessions/{id}/recall", &recall, Some(body)).await;
+            assert_eq!(r.status, status, "{}", r.body);
+        }
         for query in ["", "?format=openai", "?format=anthropic"] {
             let r = call(&app, spec, "get", "/tools/recall_observation",
                 &format!("/tools/recall_observation{query}"), None).await;
@@ -361,6 +371,7 @@ on_both_backends! {
             ("/sessions/{id}/compact", compact.clone()),
             ("/sessions/{id}/usage", usage.clone()),
             ("/sessions/{id}/turn", turn.clone()),
+            ("/sessions/{id}/recall", recall.clone()),
         ] {
             for (content_type, body, status) in [
                 ("application/json", "{", StatusCode::BAD_REQUEST),

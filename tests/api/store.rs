@@ -88,6 +88,25 @@ store_on_both_backends! {
 }
 
 store_on_both_backends! {
+    async fn events_are_found_by_their_client_id_within_their_session(store) {
+        let s = store.create_session(&NewSession::default()).await.unwrap();
+        let t = store.create_session(&NewSession::default()).await.unwrap();
+        let notes = json!([{"id": "a", "type": "note", "content": "one"},
+                           {"type": "note", "content": "two"},
+                           {"id": "é?%", "type": "note", "content": "three"}]);
+        store.append_events(s.id, &batch(notes), None).await.unwrap();
+        store.append_events(t.id, &batch(json!([{"id": "b", "type": "note", "content": "x"}])), None)
+            .await.unwrap();
+        let found = store.get_event_by_client_id(s.id, "a").await.unwrap().unwrap();
+        assert_eq!((found.seq, found.id.as_deref()), (1, Some("a")));
+        assert_eq!(store.get_event_by_client_id(s.id, "é?%").await.unwrap().unwrap().seq, 3);
+        for (session, id) in [(s.id, "b"), (t.id, "a"), (s.id, "A"), (s.id, ""), (uuid::Uuid::now_v7(), "a")] {
+            assert!(store.get_event_by_client_id(session, id).await.unwrap().is_none(), "{id}");
+        }
+    }
+}
+
+store_on_both_backends! {
     async fn a_missing_session_takes_no_events(store) {
         let ghost = uuid::Uuid::now_v7();
         let r = store.append_events(ghost, &batch(json!([{"type": "note", "content": "x"}])), None).await;

@@ -7,13 +7,11 @@ use std::fmt::Write;
 use crate::domain::compaction::{Projection, Summary, ViewMessage, NOT_AVAILABLE};
 use crate::domain::content::Part;
 use crate::domain::event::{Event, EventBody, Role, ToolCall};
-use crate::domain::text;
+use crate::domain::{observation, text};
 use crate::tokens::Tokenizer;
 
 /// Marks the summary message so that models (and people) can tell it from the conversation.
 pub const SUMMARY_HEADER: &str = "[ctxd: summary of the earlier conversation]";
-/// The tool through which models recall offloaded content (`GET /tools/recall_observation`).
-pub const RECALL_TOOL: &str = "recall_observation";
 /// The most lines and characters a preview shows.
 pub const PREVIEW_LINES: usize = 20;
 pub const PREVIEW_CHARS: usize = 1_200;
@@ -28,7 +26,7 @@ pub struct ObservationUri(pub i64);
 
 impl std::fmt::Display for ObservationUri {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "observation://{}", self.0)
+        write!(f, "{}{}", observation::SCHEME, self.0)
     }
 }
 

@@ -14,7 +14,7 @@ use crate::domain::event::{Event, EventBody, Role};
 use crate::domain::pairing::OpenCalls;
 use crate::domain::session::SessionConfig;
 use crate::domain::state::{CompactionState, FoldedRange};
-use crate::domain::text;
+use crate::domain::{observation, text};
 use crate::tokens::{Tokenizer, MESSAGE_OVERHEAD};
 
 /// An item of the view and how it is shown.
@@ -391,7 +391,7 @@ impl<'a> Working<'a> {
         self.live
             .iter()
             .flat_map(|l| l.pairing().2)
-            .filter(|call| call.name == view::RECALL_TOOL)
+            .filter(|call| call.name == observation::RECALL_TOOL)
             .map(|call| call.id.as_str())
             .collect()
     }

@@ -175,7 +175,7 @@ pub fn excerpt_message(event: &Event, max_chars: usize, chars: i64) -> ViewMessa
         ObservationUri(event.seq)
     );
     for line in error_lines(middle) {
-        content.push_str("\n");
+        content.push('\n');
         content.push_str(line);
     }
     content.push('\n');

@@ -368,21 +368,7 @@ impl<'a> Working<'a> {
 
     /// Shows every answered tool result in `..end` by reference only (an overflow retry).
     pub(super) fn mask_tool_results(&mut self, end: usize, id: Uuid) -> Vec<OffloadedItem> {
-        let mut masked = Vec::new();
-        for item in &mut self.live[..end] {
-            if !is_tool_result(item.event)
-                || always_kept(item.event)
-                || item.projection == Projection::Reference
-            {
-                continue;
-            }
-            let mut reference = view::reference_message(item.event, item.chars());
-            reference.tokens = reference.cost(self.tokenizer);
-            let reason = Reason::MaskedCompletedToolExchange;
-            *item = item.reduced(Projection::Reference, reference.tokens, reason, id);
-            masked.push(offloaded_item(item));
-        }
-        masked
+        self.mask_until(end, 0, i64::MIN, id).0
     }
 
     /// The ids of the view's `recall_observation` calls: their results are what the model

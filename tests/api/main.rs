@@ -15,6 +15,7 @@ mod prepare;
 mod providers;
 mod readme;
 mod replay;
+mod replay_checks;
 mod schema;
 mod sessions;
 mod shutdown;

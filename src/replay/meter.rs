@@ -7,7 +7,6 @@ use super::chart;
 use super::facts::{view_text, Facts};
 use super::{name, Options, SessionReport};
 use crate::engine::render::Format;
-use crate::tokens::Tokenizer;
 
 /// Problems described in a session's report, at most: the counts go on.
 const PROBLEMS: usize = 20;
@@ -15,8 +14,9 @@ const PROBLEMS: usize = 20;
 /// The measures of one way of bounding a session (ctxd's policy or a baseline), turn by turn.
 pub(super) struct Meter {
     pub(super) report: SessionReport,
-    /// The previous view's messages (or items).
+    /// The previous view's messages (or items), and the tokens of each.
     previous: Option<Vec<Value>>,
+    counts: Vec<i64>,
     extends: usize,
     reused: f64,
     kept_sum: f64,
@@ -33,6 +33,7 @@ impl Meter {
                 ..SessionReport::default()
             },
             previous: None,
+            counts: Vec::new(),
             extends: 0,
             reused: 0.0,
             kept_sum: 0.0,
@@ -67,12 +68,15 @@ impl Meter {
     }
 
     /// Measures a `view` in `format` that sends `sent` tokens, `used` of the `budget`, made
-    /// by a compaction at `tier` when one acted.
+    /// by a compaction at `tier` when one acted. `costs` are the tokens of each of its
+    /// messages when the caller knows them; otherwise those the view does not share with the
+    /// previous one are counted here.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn view(
         &mut self,
         view: &Value,
         format: Format,
+        costs: Option<Vec<i64>>,
         sent: i64,
         used: f64,
         budget: f64,
@@ -89,17 +93,25 @@ impl Meter {
         let messages = units(view, format);
         self.utilization.push(used / budget.max(1.0));
         // The prefix this view repeats from the previous one, priced as cached.
+        let common = self.previous.as_ref().map_or(0, |before| {
+            before
+                .iter()
+                .zip(&messages)
+                .take_while(|(a, b)| a == b)
+                .count()
+        });
+        let counts = costs.unwrap_or_else(|| {
+            let mut counts = self.counts[..common].to_vec();
+            let new = messages[common..].iter();
+            counts.extend(new.map(|m| options.tokenizer.count(&m.to_string())));
+            counts
+        });
         match &self.previous {
             Some(before) => {
-                let common = before
-                    .iter()
-                    .zip(&messages)
-                    .take_while(|(a, b)| a == b)
-                    .count();
                 if common == before.len() {
                     self.extends += 1;
                 }
-                let cached = token_share(options.tokenizer, &messages, common) * sent as f64;
+                let cached = share(&counts, common) * sent as f64;
                 self.reused += cached;
                 report.effective_input_cost +=
                     cached * options.cache_price + (sent as f64 - cached);
@@ -119,6 +131,7 @@ impl Meter {
             facts: kept,
         });
         self.previous = Some(messages);
+        self.counts = counts;
     }
 
     pub(super) fn finish(mut self) -> SessionReport {
@@ -156,12 +169,8 @@ fn units(view: &Value, format: Format) -> Vec<Value> {
     }
 }
 
-/// The share of `messages`' tokens in their first `common`.
-fn token_share(tokenizer: Tokenizer, messages: &[Value], common: usize) -> f64 {
-    let counts: Vec<i64> = messages
-        .iter()
-        .map(|m| tokenizer.count(&m.to_string()))
-        .collect();
+/// The share of the tokens `counts` add up to in their first `common`.
+fn share(counts: &[i64], common: usize) -> f64 {
     let all: i64 = counts.iter().sum();
     if all == 0 {
         return 0.0;

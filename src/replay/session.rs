@@ -30,6 +30,9 @@ struct Replay<'r> {
     session: String,
     facts: Facts,
     history: Vec<Value>,
+    /// The tokens of each message of the history, as ctxd counts a chat message: counted
+    /// once, when the message is replayed, for every baseline and every turn.
+    costs: Vec<i64>,
     /// The tokens the tool schemas cost.
     tools: i64,
     membership: Membership,
@@ -75,6 +78,7 @@ pub(super) async fn replay(
             ..Facts::default()
         },
         history: Vec::with_capacity(messages.len()),
+        costs: Vec::with_capacity(messages.len()),
         tools: tools_tokens(options),
         membership: Membership::default(),
         ctxd: Meter::new(name, messages.len()),
@@ -103,6 +107,7 @@ pub(super) async fn replay(
             pending = 0;
         }
         run.facts.learn(message);
+        run.costs.push(message_tokens(message, options.tokenizer));
         run.history.push(message.clone());
         pending += 1;
     }
@@ -179,6 +184,7 @@ impl Replay<'_> {
         self.ctxd.view(
             &view,
             options.format,
+            None,
             sent,
             used,
             budget,
@@ -190,12 +196,9 @@ impl Replay<'_> {
         let tools = self.tools;
         let room = i64::from(options.window) - i64::from(options.reserved_output) - tools;
         for (bounder, meter) in &mut self.baselines {
-            let view = bounder.view(&self.history, room, options.tokenizer);
-            let sent: i64 = view
-                .iter()
-                .map(|m| message_tokens(m, options.tokenizer))
-                .sum::<i64>()
-                + tools;
+            let view = bounder.view(&self.history, &self.costs, room, options.tokenizer);
+            let (view, costs): (Vec<Value>, Vec<i64>) = view.into_iter().unzip();
+            let sent: i64 = costs.iter().sum::<i64>() + tools;
             let used = (sent + i64::from(options.reserved_output)) as f64;
             let window = f64::from(options.window);
             let view = json!({ "messages": view });
@@ -205,6 +208,7 @@ impl Replay<'_> {
             meter.view(
                 &view,
                 Format::Openai,
+                Some(costs),
                 sent,
                 used,
                 window,

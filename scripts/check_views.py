@@ -1,6 +1,7 @@
 """Checks rendered views against the providers' own request types.
 
 Usage: check_views.py FILE [FILE ...]
+       check_views.py --stream
 
 Each FILE holds a JSON array of {"format": "openai" | "openai_responses" | "anthropic",
 "view": {...}}. An OpenAI view's messages are validated as `list[ChatCompletionMessageParam]`
@@ -10,6 +11,10 @@ model and max_tokens added) and each of its content blocks as a `ContentBlockPar
 message type also takes the SDK's response models, which let unknown keys through), all
 strictly: a field the type does not know is an error. Exit status 0 when every view passes; 1
 and one line per failure otherwise.
+
+With --stream (how `ctxd replay` runs it, one process for a whole replay), it prints `ready`
+and the SDKs' versions, then reads one {"format", "view"} object a line from stdin and answers
+each with one line: `ok`, or `refused ` and why.
 """
 
 import json
@@ -103,5 +108,22 @@ def main(paths):
     return 1 if failures else 0
 
 
+def stream():
+    import anthropic
+    import openai
+
+    print(f"ready openai {openai.__version__} anthropic {anthropic.__version__}", flush=True)
+    for line in sys.stdin:
+        try:
+            check(json.loads(line))
+            answer = "ok"
+        except (ValidationError, ValueError, KeyError, TypeError) as e:
+            answer = "refused " + " | ".join(str(e).splitlines()[:6])
+        print(answer, flush=True)
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--stream"]:
+        sys.exit(stream())
     sys.exit(main(sys.argv[1:]))

@@ -38,7 +38,8 @@ pub enum Command {
     /// Print the OpenAPI document.
     Openapi,
     /// Replay recorded sessions through ctxd turn by turn and report what the views cost and
-    /// keep (exit status 1 when a view is over budget or invalid, or a request fails).
+    /// keep (exit status 1 when a view is over budget or invalid, an item is unexplained, or a
+    /// request fails).
     Replay(ReplayArgs),
     /// Write a long synthetic session, deterministic from a seed, with planted facts.
     Synth(SynthArgs),
@@ -68,6 +69,22 @@ pub struct ReplayArgs {
     /// o200k_base, cl100k_base or chars4.
     #[arg(long, default_value = "o200k_base")]
     pub tokenizer: String,
+    /// The ctxd policy of every replayed session.
+    #[arg(long, default_value = "progressive")]
+    pub policy: String,
+    /// The format of the view measured (tokens, prefix, facts): openai, openai_responses,
+    /// anthropic or raw. Every view is checked in each provider format whatever this is.
+    #[arg(long, default_value = "openai")]
+    pub format: String,
+    /// Tool schemas sent with every turn, counted in the budget: a JSON array of OpenAI chat
+    /// tool schemas, or an object with such an array as `tools`.
+    #[arg(long)]
+    pub tools: Option<std::path::PathBuf>,
+    /// A Python with the official openai and anthropic SDKs (`scripts/provider-sdks` prints
+    /// one): every view of every turn is checked against their request types in each format.
+    /// Without one that check is skipped, and the report says so.
+    #[arg(long, env = "CTXD_PROVIDER_PYTHON")]
+    pub provider_python: Option<std::path::PathBuf>,
     /// The price of a cached input token, as a share of an uncached one.
     #[arg(long, default_value_t = 0.1)]
     pub cache_price: f64,

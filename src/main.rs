@@ -42,19 +42,20 @@ fn init_tracing(format: LogFormat) {
 }
 
 async fn replay(args: ReplayArgs) -> Result<(), String> {
-    let tokenizer = serde_json::from_value(serde_json::Value::String(args.tokenizer.clone()))
-        .map_err(|_| {
-            format!(
-                "unknown tokenizer `{}`: o200k_base, cl100k_base or chars4",
-                args.tokenizer
-            )
-        })?;
+    use ctxd::replay::parse_choice;
     let options = ctxd::replay::Options {
         files: args.files.clone(),
         server: args.server,
         window: args.window,
         reserved_output: args.reserved_output,
-        tokenizer,
+        tokenizer: parse_choice("tokenizer", &args.tokenizer)?,
+        policy: parse_choice("policy", &args.policy)?,
+        format: parse_choice("format", &args.format)?,
+        tools: match &args.tools {
+            Some(path) => read_tools(path)?,
+            None => Vec::new(),
+        },
+        provider_python: args.provider_python.filter(|p| !p.as_os_str().is_empty()),
         cache_price: args.cache_price,
         compare: args.compare,
         config: match &args.config {
@@ -62,7 +63,7 @@ async fn replay(args: ReplayArgs) -> Result<(), String> {
             None => serde_json::Map::new(),
         },
         planted: match &args.facts {
-            Some(path) => read_facts(path)?,
+            Some(path) => ctxd::replay::read_facts(path)?,
             None => Vec::new(),
         },
     };
@@ -86,19 +87,34 @@ async fn replay(args: ReplayArgs) -> Result<(), String> {
         for error in &report.total.errors {
             println!("failed: {error}");
         }
+        for problem in &report.total.problems {
+            println!("problem: {problem}");
+        }
     }
     match report.failures() {
         0 => Ok(()),
-        n => Err(format!("{n} views over budget, invalid, or refused")),
+        n => Err(format!(
+            "{n} failures: views over budget or invalid, unexplained items, or failed requests"
+        )),
     }
 }
 
-fn read_facts(path: &std::path::Path) -> Result<Vec<String>, String> {
+/// `--tools`: a JSON array of tool schemas, or `{"tools": [...]}`.
+fn read_tools(path: &std::path::Path) -> Result<Vec<serde_json::Value>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_value(value["facts"].clone())
-        .map_err(|_| format!("{}: expected {{\"facts\": [\"...\"]}}", path.display()))
+    let tools = match value {
+        serde_json::Value::Object(mut map) => map.remove("tools").unwrap_or_default(),
+        other => other,
+    };
+    match tools {
+        serde_json::Value::Array(tools) if tools.iter().all(|t| t.is_object()) => Ok(tools),
+        _ => Err(format!(
+            "{}: expected a JSON array of tool schemas (objects), or {{\"tools\": [...]}}",
+            path.display()
+        )),
+    }
 }
 
 /// `--config`: a JSON object, inline or `@FILE`.

@@ -55,36 +55,55 @@ impl Bounder {
     }
 
     /// The view of `history` this baseline sends with `budget` tokens for messages, its tool
-    /// pairs repaired.
-    pub fn view(&mut self, history: &[Value], budget: i64, tokenizer: Tokenizer) -> Vec<Value> {
-        repaired(self.bounded(history, budget, tokenizer))
+    /// pairs repaired, each message with its tokens. `costs` are the history's messages'
+    /// tokens ([`message_tokens`]), kept by the caller as the history grows so that no
+    /// message is counted twice.
+    pub fn view(
+        &mut self,
+        history: &[Value],
+        costs: &[i64],
+        budget: i64,
+        tokenizer: Tokenizer,
+    ) -> Vec<(Value, i64)> {
+        repaired(self.bounded(history, costs, budget, tokenizer), tokenizer)
     }
 
-    fn bounded(&mut self, history: &[Value], budget: i64, tokenizer: Tokenizer) -> Vec<Value> {
-        let costs: Vec<i64> = history
-            .iter()
-            .map(|m| message_tokens(m, tokenizer))
-            .collect();
+    fn bounded(
+        &mut self,
+        history: &[Value],
+        costs: &[i64],
+        budget: i64,
+        tokenizer: Tokenizer,
+    ) -> Vec<(Value, i64)> {
         match self.baseline {
-            Baseline::NoCompaction => history.to_vec(),
+            Baseline::NoCompaction => assemble(history, costs, 0, 0),
             Baseline::Sliding => {
-                let start = newest_that_fit(history, &costs, budget, 0);
-                assemble(history, start)
+                let start = newest_that_fit(history, costs, budget, 0);
+                assemble(history, costs, start, 0)
             }
             Baseline::Chunked => {
-                if total(history, &costs, self.start) > budget {
-                    self.start = newest_that_fit(history, &costs, budget / 2, self.start);
+                if total(history, costs, self.start) > budget {
+                    self.start = newest_that_fit(history, costs, budget / 2, self.start);
                 }
-                assemble(history, self.start)
+                assemble(history, costs, self.start, 0)
             }
             Baseline::Masking => {
-                let masked = mask(history);
-                let costs: Vec<i64> = masked
+                let keep_from = masking_keeps_from(history);
+                let masked_cost = message_tokens(&masked(&Value::Null), tokenizer);
+                let costs: Vec<i64> = history
                     .iter()
-                    .map(|m| message_tokens(m, tokenizer))
+                    .zip(costs)
+                    .enumerate()
+                    .map(|(i, (m, &c))| {
+                        if i < keep_from && m["role"] == "tool" {
+                            masked_cost
+                        } else {
+                            c
+                        }
+                    })
                     .collect();
-                let start = newest_that_fit(&masked, &costs, budget, 0);
-                assemble(&masked, start)
+                let start = newest_that_fit(history, &costs, budget, 0);
+                assemble(history, &costs, start, keep_from)
             }
         }
     }
@@ -140,33 +159,48 @@ fn newest_that_fit(history: &[Value], costs: &[i64], budget: i64, from: usize) -
     start
 }
 
-/// System messages, then everything from `start`.
-fn assemble(history: &[Value], start: usize) -> Vec<Value> {
+/// System messages, then everything from `start`, tool outputs before `mask_before`
+/// masked; each with its tokens.
+fn assemble(
+    history: &[Value],
+    costs: &[i64],
+    start: usize,
+    mask_before: usize,
+) -> Vec<(Value, i64)> {
     history
         .iter()
+        .zip(costs)
         .enumerate()
-        .filter(|(i, m)| *i >= start || is_system(m))
-        .map(|(_, m)| m.clone())
+        .filter(|(i, (m, _))| *i >= start || is_system(m))
+        .map(|(i, (m, &c))| {
+            if i < mask_before && m["role"] == "tool" {
+                (masked(m), c)
+            } else {
+                (m.clone(), c)
+            }
+        })
         .collect()
 }
 
 /// The view with a placeholder result for every call left unanswered (right after the
 /// results its message got) and without results whose call is not in it.
-fn repaired(view: Vec<Value>) -> Vec<Value> {
+fn repaired(view: Vec<(Value, i64)>, tokenizer: Tokenizer) -> Vec<(Value, i64)> {
     let mut out = Vec::with_capacity(view.len());
     let mut open: Vec<String> = Vec::new();
-    let close = |open: &mut Vec<String>, out: &mut Vec<Value>| {
+    let close = |open: &mut Vec<String>, out: &mut Vec<(Value, i64)>| {
         for id in open.drain(..) {
-            out.push(serde_json::json!({"role": "tool", "tool_call_id": id,
-                "content": "[no result was recorded for this call]"}));
+            let placeholder = serde_json::json!({"role": "tool", "tool_call_id": id,
+                "content": "[no result was recorded for this call]"});
+            let cost = message_tokens(&placeholder, tokenizer);
+            out.push((placeholder, cost));
         }
     };
-    for message in view {
+    for (message, cost) in view {
         if message["role"] == "tool" {
             let id = message["tool_call_id"].as_str().unwrap_or_default();
             if let Some(k) = open.iter().position(|c| c == id) {
                 open.remove(k);
-                out.push(message);
+                out.push((message, cost));
             }
             continue;
         }
@@ -178,32 +212,36 @@ fn repaired(view: Vec<Value>) -> Vec<Value> {
                 .flatten()
                 .filter_map(|c| c["id"].as_str().map(str::to_owned)),
         );
-        out.push(message);
+        out.push((message, cost));
     }
     close(&mut open, &mut out);
     out
 }
 
-/// Tool outputs older than the newest [`MASKING_KEEPS`] replaced by a placeholder.
-fn mask(history: &[Value]) -> Vec<Value> {
-    let tools = history.iter().filter(|m| m["role"] == "tool").count();
-    let mut seen = 0;
-    history
-        .iter()
-        .map(|m| {
-            if m["role"] != "tool" {
-                return m.clone();
+/// Where the newest [`MASKING_KEEPS`] tool outputs begin: older ones are masked.
+fn masking_keeps_from(history: &[Value]) -> usize {
+    let mut kept = 0;
+    for (i, m) in history.iter().enumerate().rev() {
+        if m["role"] == "tool" {
+            kept += 1;
+            if kept == MASKING_KEEPS {
+                return i;
             }
-            seen += 1;
-            if tools - seen < MASKING_KEEPS {
-                m.clone()
-            } else {
-                let mut masked = m.clone();
-                masked["content"] = Value::String(MASKED.into());
-                masked
-            }
-        })
-        .collect()
+        }
+    }
+    0
+}
+
+/// A tool output with its content replaced by the placeholder, without copying the content.
+fn masked(message: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    for (key, value) in message.as_object().into_iter().flatten() {
+        if key != "content" {
+            out.insert(key.clone(), value.clone());
+        }
+    }
+    out.insert("content".into(), Value::String(MASKED.into()));
+    Value::Object(out)
 }
 
 #[cfg(test)]
@@ -234,27 +272,39 @@ mod tests {
                 {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}),
             json!({"role": "user", "content": "next"}),
         ];
-        let fixed = repaired(view);
+        let t = Tokenizer::Chars4;
+        let fixed = repaired(view.into_iter().map(|m| (m, 1)).collect(), t);
         assert_eq!(fixed.len(), 3);
-        assert_eq!(fixed[1]["tool_call_id"], "a");
-        assert!(validate_openai(&json!({"messages": fixed})).is_ok());
+        assert_eq!(fixed[1].0["tool_call_id"], "a");
+        assert!(fixed[1].1 > 1, "the placeholder is counted");
+        assert!(validate_openai(&json!({"messages": messages(fixed)})).is_ok());
+    }
+
+    fn messages(view: Vec<(Value, i64)>) -> Vec<Value> {
+        view.into_iter().map(|(m, _)| m).collect()
     }
 
     #[test]
     fn every_baseline_fits_keeps_the_system_prompt_and_stays_valid() {
         let t = Tokenizer::Chars4;
         let h = history();
+        let costs: Vec<i64> = h.iter().map(|m| message_tokens(m, t)).collect();
         for baseline in Baseline::ALL {
             let mut bounder = Bounder::new(baseline);
             // At every turn: before each assistant message.
             for end in (2..h.len()).filter(|&e| h[e]["role"] == "assistant") {
-                let view = bounder.view(&h[..end], 1_000, t);
+                let view = bounder.view(&h[..end], &costs[..end], 1_000, t);
+                // The tokens given with each message are what it costs.
+                for (m, cost) in &view {
+                    assert_eq!(*cost, message_tokens(m, t), "{baseline:?} at {end}: {m}");
+                }
+                let tokens: i64 = view.iter().map(|(_, c)| c).sum();
+                let view = messages(view);
                 assert_eq!(view[0]["role"], "system", "{baseline:?}");
                 assert!(
                     validate_openai(&json!({"messages": view})).is_ok(),
                     "{baseline:?} at {end}"
                 );
-                let tokens: i64 = view.iter().map(|m| message_tokens(m, t)).sum();
                 if baseline != Baseline::NoCompaction {
                     assert!(tokens <= 1_000, "{baseline:?} at {end}: {tokens}");
                 }
@@ -262,8 +312,23 @@ mod tests {
         }
         // Chunked truncation drops to half the window, then grows: its prefix is stable.
         let mut chunked = Bounder::new(Baseline::Chunked);
-        let a = chunked.view(&h[..59], 1_000, t);
-        let b = chunked.view(&h[..62], 1_000, t);
+        let a = messages(chunked.view(&h[..59], &costs[..59], 1_000, t));
+        let b = messages(chunked.view(&h[..62], &costs[..62], 1_000, t));
         assert_eq!(a[..], b[..a.len()]);
+    }
+
+    #[test]
+    fn masking_keeps_the_newest_tool_outputs_and_masks_the_rest() {
+        let t = Tokenizer::Chars4;
+        let h = history();
+        let costs: Vec<i64> = h.iter().map(|m| message_tokens(m, t)).collect();
+        let view = messages(Bounder::new(Baseline::Masking).view(&h, &costs, 100_000, t));
+        assert_eq!(view.len(), h.len(), "nothing is dropped when it fits");
+        let outputs: Vec<&Value> = view.iter().filter(|m| m["role"] == "tool").collect();
+        let (old, new) = outputs.split_at(outputs.len() - MASKING_KEEPS);
+        assert!(old
+            .iter()
+            .all(|m| m["content"] == MASKED && m["tool_call_id"].is_string()));
+        assert!(new.iter().all(|m| m["content"] != MASKED));
     }
 }

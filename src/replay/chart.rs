@@ -5,13 +5,21 @@
 use std::fmt::Write;
 
 /// One turn of one policy.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Point {
+    /// 1, 2, 3… within the session.
+    pub turn: usize,
+    /// Input tokens of the view (messages and tools), as ctxd counts them.
+    pub tokens_sent: i64,
     pub utilization: f64,
     /// The effective input cost of every turn so far, in tokens.
     pub cumulative_cost: f64,
     /// The tier of a compaction that acted at this turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tier: Option<String>,
+    /// The share of the facts known so far that the view holds, and by kind (kept, of).
+    pub facts_kept: f64,
+    pub facts: super::facts::Kept,
 }
 
 const WIDTH: f64 = 960.0;
@@ -214,6 +222,10 @@ mod tests {
         let points = |n: usize, tier_at: usize| -> Vec<Point> {
             (0..n)
                 .map(|i| Point {
+                    turn: i + 1,
+                    tokens_sent: 1000,
+                    facts_kept: 1.0,
+                    facts: Default::default(),
                     utilization: i as f64 / n as f64,
                     cumulative_cost: (i * 1000) as f64,
                     tier: (i == tier_at).then(|| "soft".to_owned()),

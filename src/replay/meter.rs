@@ -1,19 +1,22 @@
 //! Measuring one way of bounding a session, turn by turn: budget and validity, cost with
 //! caching, prefix stability, facts kept, utilization.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::chart;
 use super::facts::{view_text, Facts};
-use super::{Options, SessionReport};
-use crate::engine::validate::validate_openai;
-use crate::tokens::Tokenizer;
+use super::{name, Options, SessionReport};
+use crate::engine::render::Format;
+
+/// Problems described in a session's report, at most: the counts go on.
+const PROBLEMS: usize = 20;
 
 /// The measures of one way of bounding a session (ctxd's policy or a baseline), turn by turn.
 pub(super) struct Meter {
     pub(super) report: SessionReport,
-    /// The previous view's messages.
+    /// The previous view's messages (or items), and the tokens of each.
     previous: Option<Vec<Value>>,
+    counts: Vec<i64>,
     extends: usize,
     reused: f64,
     kept_sum: f64,
@@ -30,6 +33,7 @@ impl Meter {
                 ..SessionReport::default()
             },
             previous: None,
+            counts: Vec::new(),
             extends: 0,
             reused: 0.0,
             kept_sum: 0.0,
@@ -38,12 +42,41 @@ impl Meter {
         }
     }
 
-    /// Measures a view of `messages` that sends `sent` tokens, `used` of the `budget`, made
-    /// by a compaction at `tier` when one acted.
+    /// Counts a view of the coming turn that a check refused in `format`.
+    pub(super) fn invalid(&mut self, format: Format, why: &str) {
+        let report = &mut self.report;
+        report.invalid_views += 1;
+        *report.invalid_by_format.entry(name(&format)).or_default() += 1;
+        let turn = report.turns + 1;
+        self.problem(format!(
+            "an invalid {} view at turn {turn}: {why}",
+            name(&format)
+        ));
+    }
+
+    /// Counts an item of the coming turn's session that nothing explains.
+    pub(super) fn unexplained(&mut self, seq: i64, why: &str) {
+        self.report.unexplained_items += 1;
+        let turn = self.report.turns + 1;
+        self.problem(format!("item {seq} at turn {turn}: {why}"));
+    }
+
+    fn problem(&mut self, text: String) {
+        if self.report.problems.len() < PROBLEMS {
+            self.report.problems.push(text);
+        }
+    }
+
+    /// Measures a `view` in `format` that sends `sent` tokens, `used` of the `budget`, made
+    /// by a compaction at `tier` when one acted. `costs` are the tokens of each of its
+    /// messages when the caller knows them; otherwise those the view does not share with the
+    /// previous one are counted here.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn view(
         &mut self,
-        messages: Vec<Value>,
+        view: &Value,
+        format: Format,
+        costs: Option<Vec<i64>>,
         sent: i64,
         used: f64,
         budget: f64,
@@ -57,41 +90,48 @@ impl Meter {
         if used > budget {
             report.over_budget += 1;
         }
-        let view = json!({ "messages": messages });
-        if let Err(e) = validate_openai(&view) {
-            report.invalid_views += 1;
-            report
-                .errors
-                .push(format!("an invalid view at turn {}: {e}", report.turns));
-        }
+        let messages = units(view, format);
         self.utilization.push(used / budget.max(1.0));
         // The prefix this view repeats from the previous one, priced as cached.
+        let common = self.previous.as_ref().map_or(0, |before| {
+            before
+                .iter()
+                .zip(&messages)
+                .take_while(|(a, b)| a == b)
+                .count()
+        });
+        let counts = costs.unwrap_or_else(|| {
+            let mut counts = self.counts[..common].to_vec();
+            let new = messages[common..].iter();
+            counts.extend(new.map(|m| options.tokenizer.count(&m.to_string())));
+            counts
+        });
         match &self.previous {
             Some(before) => {
-                let common = before
-                    .iter()
-                    .zip(&messages)
-                    .take_while(|(a, b)| a == b)
-                    .count();
                 if common == before.len() {
                     self.extends += 1;
                 }
-                let cached = token_share(options.tokenizer, &messages, common) * sent as f64;
+                let cached = share(&counts, common) * sent as f64;
                 self.reused += cached;
                 report.effective_input_cost +=
                     cached * options.cache_price + (sent as f64 - cached);
             }
             None => report.effective_input_cost += sent as f64,
         }
-        let kept = facts.kept_in(&view_text(&view));
+        let kept = facts.kept_in(&view_text(view));
         self.kept_sum += kept.share();
         report.facts_end = kept;
         report.series.push(chart::Point {
+            turn: report.turns,
+            tokens_sent: sent,
             utilization: used / budget.max(1.0),
             cumulative_cost: report.effective_input_cost,
             tier,
+            facts_kept: kept.share(),
+            facts: kept,
         });
         self.previous = Some(messages);
+        self.counts = counts;
     }
 
     pub(super) fn finish(mut self) -> SessionReport {
@@ -108,17 +148,29 @@ impl Meter {
         }
         r.facts_kept_end = r.facts_end.share();
         r.peak_utilization = self.utilization.iter().copied().fold(0.0, f64::max);
+        r.per_turn = r.series.clone();
         (r.compaction_ms_p50, r.compaction_ms_p99) = percentiles(&mut self.latencies);
         self.report
     }
 }
 
-/// The share of `messages`' tokens in their first `common`.
-fn token_share(tokenizer: Tokenizer, messages: &[Value], common: usize) -> f64 {
-    let counts: Vec<i64> = messages
-        .iter()
-        .map(|m| tokenizer.count(&m.to_string()))
-        .collect();
+/// What a view in `format` is a sequence of, for comparing it with the previous one: its
+/// messages (Anthropic's `system` first), Responses input items, or raw items.
+fn units(view: &Value, format: Format) -> Vec<Value> {
+    let list = |key: &str| view[key].as_array().cloned().unwrap_or_default();
+    match format {
+        Format::Openai => list("messages"),
+        Format::OpenaiResponses => list("input"),
+        Format::Raw => list("items"),
+        Format::Anthropic => {
+            let system = view.get("system").cloned().into_iter();
+            system.chain(list("messages")).collect()
+        }
+    }
+}
+
+/// The share of the tokens `counts` add up to in their first `common`.
+fn share(counts: &[i64], common: usize) -> f64 {
     let all: i64 = counts.iter().sum();
     if all == 0 {
         return 0.0;

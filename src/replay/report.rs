@@ -10,7 +10,7 @@ use super::facts::Kept;
 impl Report {
     /// The chart of the totals: ctxd's policy, then each baseline.
     pub fn chart(&self, title: &str) -> String {
-        let mut series = vec![("progressive".to_owned(), self.total.series.clone())];
+        let mut series = vec![(self.policy.clone(), self.total.series.clone())];
         series.extend(
             self.baselines
                 .iter()
@@ -28,10 +28,20 @@ pub struct SessionReport {
     pub turns: usize,
     /// Must be 0: views over their budget.
     pub over_budget: usize,
-    /// Must be 0: views that are not a valid request.
+    /// Must be 0: views that are not a valid request, counted in each provider format a
+    /// check refused them in (ctxd's validators, and the providers' SDKs when they ran).
     pub invalid_views: usize,
+    /// The same by format.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub invalid_by_format: BTreeMap<String, usize>,
+    /// Must be 0, summed over the turns: items neither shown in full, nor referenced, nor in
+    /// a compaction record's membership.
+    pub unexplained_items: usize,
     /// Must be 0: requests ctxd refused or failed.
     pub errors: Vec<String>,
+    /// What the invalid views and unexplained items were (the first few).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
     /// Input tokens of every view sent (messages and tools), as ctxd counts them.
     pub tokens_sent: i64,
     /// The same with the prefix each view repeats from the previous priced at the cache price.
@@ -55,28 +65,41 @@ pub struct SessionReport {
     /// Turn by turn, for the chart (sessions one after another in a total).
     #[serde(skip)]
     pub series: Vec<chart::Point>,
+    /// Turn by turn, in a session's report: tokens, utilization, cost so far, the tier of a
+    /// compaction that acted, and the facts the view held.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_turn: Vec<chart::Point>,
 }
 
 impl SessionReport {
     /// The figures that must be 0.
     pub fn failures(&self) -> usize {
-        self.over_budget + self.invalid_views + self.errors.len()
+        self.over_budget + self.invalid_views + self.unexplained_items + self.errors.len()
     }
 }
 
 /// Every session's report and their total.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct Report {
+    /// The ctxd policy replayed.
+    pub policy: String,
+    /// The format of the views measured.
+    pub format: String,
+    /// Whether the views were checked against the providers' SDKs, and which.
+    pub provider_check: String,
     pub sessions: Vec<SessionReport>,
     pub total: SessionReport,
     /// With `compare`: each baseline's total over the same sessions.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub baselines: BTreeMap<String, SessionReport>,
+    /// With `compare`: each baseline's report of each session, in the order of `sessions`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub baseline_sessions: BTreeMap<String, Vec<SessionReport>>,
 }
 
 impl Report {
-    /// What must be 0: ctxd's views over budget, any invalid view, any failed request (a
-    /// baseline without compaction is over budget by design).
+    /// What must be 0: ctxd's views over budget, any invalid view, any unexplained item, any
+    /// failed request (a baseline without compaction is over budget by design).
     pub fn failures(&self) -> usize {
         self.total.failures()
             + self
@@ -127,6 +150,10 @@ impl Report {
                 r.failures()
             ));
         }
+        out.push_str(&format!(
+            "policy {}, views measured as {}; provider check: {}\n",
+            self.policy, self.format, self.provider_check
+        ));
         out
     }
 }
@@ -150,6 +177,12 @@ pub(super) fn total(sessions: &[SessionReport]) -> SessionReport {
         t.turns += s.turns;
         t.over_budget += s.over_budget;
         t.invalid_views += s.invalid_views;
+        t.unexplained_items += s.unexplained_items;
+        for (format, n) in &s.invalid_by_format {
+            *t.invalid_by_format.entry(format.clone()).or_default() += n;
+        }
+        t.problems
+            .extend(s.problems.iter().map(|p| format!("{}: {p}", s.session)));
         t.errors
             .extend(s.errors.iter().map(|e| format!("{}: {e}", s.session)));
         t.tokens_sent += s.tokens_sent;

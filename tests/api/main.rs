@@ -16,6 +16,7 @@ mod providers;
 mod readme;
 mod recall;
 mod replay;
+mod replay_checks;
 mod schema;
 mod sessions;
 mod shutdown;

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use crate::on_both_backends;
 
 /// The interpreter with the providers' SDKs, or a failure that says how to get one.
-fn provider_python() -> String {
+pub fn provider_python() -> String {
     std::env::var("CTXD_PROVIDER_PYTHON").unwrap_or_else(|_| {
         panic!(
             "CTXD_PROVIDER_PYTHON is not set: run the suite with scripts/test, which installs \

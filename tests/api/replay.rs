@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use crate::on_both_backends;
 
-fn fixtures() -> Vec<String> {
+/// The committed replay set: recorded and synthetic sessions.
+pub fn fixtures() -> Vec<String> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/replay");
     let mut files: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -54,9 +55,13 @@ fn acted(total: &Value) -> u64 {
 
 fn check(report: &Value) {
     let total = &report["total"];
-    assert_eq!(report["sessions"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        report["sessions"].as_array().unwrap().len(),
+        fixtures().len()
+    );
     assert_eq!(total["over_budget"], 0, "{total}");
     assert_eq!(total["invalid_views"], 0, "{total}");
+    assert_eq!(total["unexplained_items"], 0, "{total}");
     assert_eq!(total["errors"], serde_json::json!([]), "{total}");
     let sent = total["tokens_sent"].as_f64().unwrap();
     let effective = total["effective_input_cost"].as_f64().unwrap();

@@ -135,7 +135,7 @@ pub struct SessionConfig {
     pub min_tail_messages: u32,
     /// Tool results longer than this (in characters) are offloaded to observations when compacting.
     #[serde(default = "SessionConfig::default_offload_threshold_chars")]
-    #[schema(default = 4000, minimum = 100)]
+    #[schema(default = 4000, minimum = 100, maximum = 100000000)]
     pub offload_threshold_chars: u32,
     /// A compaction rewrites the view's middle only when it frees at least this fraction of the
     /// window, so that the provider's prompt cache keeps hitting between compactions.
@@ -157,7 +157,7 @@ pub struct SessionConfig {
     /// The longest summary, in characters (default: about a tenth of the window in tokens, at
     /// four characters a token: at least 2000 and at most 32000, never more than the window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 200)]
+    #[schema(minimum = 200, maximum = 100000000)]
     pub summary_max_chars: Option<u32>,
 }
 
@@ -258,8 +258,11 @@ impl SessionConfig {
         if self.min_tail_messages > 10_000 {
             fail("min_tail_messages", "must be at most 10000".into());
         }
-        if self.offload_threshold_chars < 100 {
-            fail("offload_threshold_chars", "must be at least 100".into());
+        if !(100..=100_000_000).contains(&self.offload_threshold_chars) {
+            fail(
+                "offload_threshold_chars",
+                "must be at least 100 and at most 100000000".into(),
+            );
         }
         if !(0.0..=0.5).contains(&self.min_compaction_gain) {
             fail(
@@ -516,6 +519,10 @@ mod tests {
             ),
             (
                 r#"{"config":{"offload_threshold_chars":10}}"#,
+                "config.offload_threshold_chars",
+            ),
+            (
+                r#"{"config":{"offload_threshold_chars":2147483648}}"#,
                 "config.offload_threshold_chars",
             ),
             (r#"{"metadata":{"":"x"}}"#, "metadata"),

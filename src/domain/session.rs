@@ -317,7 +317,8 @@ impl Default for SessionConfig {
 struct ConfigFields {
     #[serde(default = "SessionConfig::default_context_window")]
     context_window: u32,
-    #[serde(default)]
+    // Omitted takes the default; an explicit null is refused, as the document says.
+    #[serde(default, deserialize_with = "present")]
     max_output_tokens: Option<u32>,
     #[serde(default)]
     tokenizer: Tokenizer,
@@ -337,6 +338,15 @@ struct ConfigFields {
     item_max_share: f64,
     #[serde(default)]
     summary_max_chars: Option<u32>,
+}
+
+/// A field that, when given, must hold a value (not null).
+fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
 }
 
 impl From<ConfigFields> for SessionConfig {
@@ -492,6 +502,7 @@ mod tests {
         assert!(parse(r#"{"config":{"contxt_window":1}}"#).is_err());
         assert!(parse(r#"{"config":{"tokenizer":"gpt2"}}"#).is_err());
         assert!(parse(r#"{"config":{"policy":"magic"}}"#).is_err());
+        assert!(parse(r#"{"config":{"max_output_tokens":null}}"#).is_err());
     }
 
     #[test]

@@ -148,6 +148,67 @@ fn text(n: usize, seed: usize) -> String {
         .collect()
 }
 
+/// Appends what `step` (the `i`th) adds to the log; false for the steps that append nothing.
+/// `calls` numbers the tool calls so far.
+fn append(log: &mut Log, step: &Step, i: usize, calls: &mut usize) -> bool {
+    match step {
+        Step::User(n) => {
+            log.user(&text(*n, i));
+        }
+        Step::Assistant(n) => {
+            log.assistant(&text(*n, i));
+        }
+        Step::Exchange(n) => {
+            *calls += 1;
+            log.exchange(&format!("c{calls}"), *n);
+        }
+        Step::Parallel(a, b) => {
+            *calls += 1;
+            let (x, y) = (format!("p{calls}a"), format!("p{calls}b"));
+            log.push(
+                serde_json::json!({"type": "message", "role": "assistant", "tool_calls": [
+                {"id": x, "name": "read", "arguments": "{}"},
+                {"id": y, "name": "grep", "arguments": {"q": "fn"}}]}),
+            );
+            log.result(&y, *b);
+            log.result(&x, *a);
+        }
+        Step::Note(n) => {
+            log.push(serde_json::json!({"type": "note", "content": text(*n, i), "pinned": true}));
+        }
+        Step::Episode(n) => {
+            log.push(
+                serde_json::json!({"type": "episode_start", "name": format!("e{i}"),
+                "kind": "exploration", "dependencies": ["setup"]}),
+            );
+            log.push(
+                serde_json::json!({"type": "episode_end", "name": format!("e{i}"),
+                "conclusion": text(*n, i)}),
+            );
+        }
+        Step::Screenshot(n, width) => {
+            *calls += 1;
+            let id = format!("s{calls}");
+            log.push(
+                serde_json::json!({"type": "message", "role": "assistant", "content": [
+                {"type": "thinking", "thinking": text(*n, i), "signature": "c2ln"},
+                {"type": "reasoning", "id": format!("rs_{i}"), "summary": [text(*n / 4, i)],
+                    "encrypted_content": "gAAA".repeat(*n / 8 + 1)},
+                {"type": "text", "text": "Looking."}],
+                "tool_calls": [{"id": id, "name": "screenshot", "arguments": "{}"}]}),
+            );
+            log.push(
+                serde_json::json!({"type": "message", "role": "tool", "tool_call_id": id,
+                "content": [{"type": "text", "text": text(*n / 10, i)},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                        "data": png(*width)}}]}),
+            );
+        }
+        _ => return false,
+    }
+    true
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -175,51 +236,16 @@ proptest! {
         // how old items are shown (a calibration, an overflow retry, a forced compaction).
         let mut previous: Option<Vec<ViewMessage<'static>>> = None;
         for (i, step) in steps.iter().enumerate() {
+            if append(&mut log, step, i, &mut calls) {
+                continue;
+            }
             match step {
-                Step::User(n) => { log.user(&text(*n, i)); }
-                Step::Assistant(n) => { log.assistant(&text(*n, i)); }
-                Step::Exchange(n) => {
-                    calls += 1;
-                    log.exchange(&format!("c{calls}"), *n);
-                }
-                Step::Parallel(a, b) => {
-                    calls += 1;
-                    let (x, y) = (format!("p{calls}a"), format!("p{calls}b"));
-                    log.push(serde_json::json!({"type": "message", "role": "assistant", "tool_calls": [
-                        {"id": x, "name": "read", "arguments": "{}"},
-                        {"id": y, "name": "grep", "arguments": {"q": "fn"}}]}));
-                    log.result(&y, *b);
-                    log.result(&x, *a);
-                }
-                Step::Note(n) => {
-                    log.push(serde_json::json!({"type": "note", "content": text(*n, i), "pinned": true}));
-                }
-                Step::Episode(n) => {
-                    log.push(serde_json::json!({"type": "episode_start", "name": format!("e{i}"),
-                        "kind": "exploration", "dependencies": ["setup"]}));
-                    log.push(serde_json::json!({"type": "episode_end", "name": format!("e{i}"),
-                        "conclusion": text(*n, i)}));
-                }
-                Step::Screenshot(n, width) => {
-                    calls += 1;
-                    let id = format!("s{calls}");
-                    log.push(serde_json::json!({"type": "message", "role": "assistant", "content": [
-                        {"type": "thinking", "thinking": text(*n, i), "signature": "c2ln"},
-                        {"type": "reasoning", "id": format!("rs_{i}"), "summary": [text(*n / 4, i)],
-                            "encrypted_content": "gAAA".repeat(*n / 8 + 1)},
-                        {"type": "text", "text": "Looking."}],
-                        "tool_calls": [{"id": id, "name": "screenshot", "arguments": "{}"}]}));
-                    log.push(serde_json::json!({"type": "message", "role": "tool", "tool_call_id": id,
-                        "content": [{"type": "text", "text": text(*n / 10, i)},
-                            {"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                "data": png(*width)}}]}));
-                }
                 Step::Usage(factor) => {
                     previous = None;
                     let ours = state.last_view.message_tokens + state.last_view.tools_tokens;
                     state.calibrate((ours as f64 * factor).ceil() as i64, ours);
                 }
-                Step::Compact(_) | Step::Overflow(_) => {
+                _ => {
                     let (mode, overflow) = match step {
                         Step::Overflow(n) => (Mode::Auto, *n),
                         Step::Compact(mode) => (*mode, 0),
@@ -317,31 +343,16 @@ proptest! {
         let mut state = CompactionState::default();
         let mut calls = 0;
         for (i, step) in steps.iter().enumerate() {
-            match step {
-                Step::User(n) => { log.user(&text(*n, i)); }
-                Step::Assistant(n) => { log.assistant(&text(*n, i)); }
-                Step::Exchange(n) => {
-                    calls += 1;
-                    log.exchange(&format!("c{calls}"), *n);
-                }
-                Step::Parallel(a, b) => {
-                    calls += 1;
-                    let (x, y) = (format!("p{calls}a"), format!("p{calls}b"));
-                    log.push(serde_json::json!({"type": "message", "role": "assistant", "tool_calls": [
-                        {"id": x, "name": "read", "arguments": "{}"},
-                        {"id": y, "name": "grep", "arguments": {"q": "fn"}}]}));
-                    log.result(&x, *a);
-                    log.result(&y, *b);
-                }
-                _ => {
-                    let out = run_with(&cfg, &state, &log, 0, Mode::Auto, 0, &|r| summarise(summariser, r)).unwrap();
-                    let r = &out.record;
-                    prop_assert!(r.tokens_after <= i64::from(window));
-                    prop_assert!(r.tier != Tier::Emergency && r.evicted_seqs.is_empty(),
-                        "emergency truncation at step {i}: evicted {:?}", r.evicted_seqs);
-                    state = out.state;
-                }
+            if append(&mut log, step, i, &mut calls) {
+                continue;
             }
+            // Only compactions are left: the ordinary steps append.
+            let out = run_with(&cfg, &state, &log, 0, Mode::Auto, 0, &|r| summarise(summariser, r)).unwrap();
+            let r = &out.record;
+            prop_assert!(r.tokens_after <= i64::from(window));
+            prop_assert!(r.tier != Tier::Emergency && r.evicted_seqs.is_empty(),
+                "emergency truncation at step {i}: evicted {:?}", r.evicted_seqs);
+            state = out.state;
         }
     }
 }

@@ -18,6 +18,8 @@ use super::view;
 use super::working::Working;
 use crate::domain::compaction::{Mode, OffloadedItem, Tier};
 use crate::domain::session::SessionConfig;
+use std::collections::HashSet;
+
 use uuid::Uuid;
 
 /// The characters of a tail result shown as head and tail when the tail is over its cap.
@@ -166,10 +168,16 @@ impl<'a> Run<'a> {
 /// Shows every tool result of `work` over the per-item cap as its head and tail. A recalled
 /// slice is what the model asked to see: it is held to the tail's cap instead.
 pub(super) fn cap_items(work: &mut Working<'_>, bounds: &Bounds, id: Uuid) -> Vec<OffloadedItem> {
-    let recalls = work.recall_calls();
     let mut capped = Vec::new();
+    // Most calls cap nothing: the recall calls are looked up only for an item over the cap.
+    let mut recalls: Option<HashSet<&str>> = None;
+    let least = bounds.item_cap.min(bounds.tail_cap);
     for i in 0..work.live.len() {
         let item = &work.live[i];
+        if item.tokens <= least || !work.reducible_result(i) {
+            continue;
+        }
+        let recalls = recalls.get_or_insert_with(|| work.recall_calls());
         let recalled = item
             .event
             .body
@@ -180,7 +188,7 @@ pub(super) fn cap_items(work: &mut Working<'_>, bounds: &Bounds, id: Uuid) -> Ve
         } else {
             bounds.item_cap
         };
-        if item.tokens <= cap || !work.reducible_result(i) {
+        if item.tokens <= cap {
             continue;
         }
         let chars = (cap * CHARS_PER_TOKEN).max(view::PREVIEW_CHARS as i64) as usize;

@@ -253,16 +253,16 @@ pub(super) fn plan<'a>(
         0
     };
     // What the fold takes is summarised, not also offloaded.
-    let folded: Vec<i64> = candidate.live[..cut].iter().map(|l| l.event.seq).collect();
-    offloaded.retain(|o| !folded.contains(&o.seq));
+    if let Some(last) = cut.checked_sub(1).map(|i| candidate.live[i].event.seq) {
+        offloaded.retain(|o| o.seq > last);
+    }
     let folding = candidate.foldable_tokens(cut);
-    let summary_now = candidate.summary_message.as_ref().map_or(0, |m| m.tokens);
-    let summary_room = (candidate.summary_max_chars as i64 / 3 - summary_now).max(0);
+    let grows = candidate.summary_growth(folding);
     Plan {
         candidate,
         offloaded,
         cut,
-        tokens: tokens - folding + (folding / 4).min(summary_room),
+        tokens: tokens - folding + grows,
     }
 }
 

@@ -450,15 +450,20 @@ impl<'a> Working<'a> {
         (masked, total)
     }
 
+    /// The tokens the summary grows by when `folded` tokens are folded into it: a quarter of
+    /// them, within its bound.
+    pub(super) fn summary_growth(&self, folded: i64) -> i64 {
+        let now = self.summary_message.as_ref().map_or(0, |m| m.tokens);
+        (folded / 4).min((self.summary_max_chars as i64 / 3 - now).max(0))
+    }
+
     /// The first cut at which folding the items before it brings the view (costing `total`)
     /// to `target`, counting a summary that grows by a quarter of what it folds; `end` when
     /// none before it does. Never separates a tool call from its results.
     pub(super) fn fold_cut(&self, end: usize, valid: &[bool], total: i64, target: i64) -> usize {
-        let summary_now = self.summary_message.as_ref().map_or(0, |m| m.tokens);
-        let summary_room = (self.summary_max_chars as i64 / 3 - summary_now).max(0);
         let mut folded = 0;
         let mut cut = 0;
-        while cut < end && total - folded + (folded / 4).min(summary_room) > target {
+        while cut < end && total - folded + self.summary_growth(folded) > target {
             if !always_kept(self.live[cut].event) {
                 folded += self.live[cut].tokens;
             }

@@ -252,10 +252,6 @@ pub(super) fn plan<'a>(
     } else {
         0
     };
-    // What the fold takes is summarised, not also offloaded.
-    if let Some(last) = cut.checked_sub(1).map(|i| candidate.live[i].event.seq) {
-        offloaded.retain(|o| o.seq > last);
-    }
     let folding = candidate.foldable_tokens(cut);
     let grows = candidate.summary_growth(folding);
     Plan {

@@ -35,8 +35,15 @@ pub fn compact(input: EngineInput<'_>) -> Result<Step<'_>, EngineError> {
             progressive::Step::Go(go) => run = go,
             progressive::Step::Wait(pending) => return Ok(Step::Summarize(pending)),
         },
-        1 => run.mask_completed_exchanges(),
-        _ => run.keep_last_user_turn(),
+        // A retry never shows more than an ordinary compaction would; the second one also
+        // masks what the first did, for when the last user turn leaves nothing to fold.
+        retry => {
+            run.cap_items();
+            run.mask_completed_exchanges();
+            if retry > 1 {
+                run.keep_last_user_turn();
+            }
+        }
     }
     Ok(Step::Done(run.finish()))
 }

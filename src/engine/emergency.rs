@@ -43,7 +43,7 @@ pub(super) fn emergency(
             cut -= 1;
         }
     }
-    if cut > 0 {
+    if work.folds_anything(cut) {
         let events = work.foldable_events(cut);
         let output = deterministic::summarize(SummaryRequest {
             previous: &work.summary,

@@ -1,6 +1,7 @@
 //! Overflow retries: the provider refused the last view for its length, so ctxd's count fell
 //! short of the provider's. Retry 1 shows every answered tool result by reference with a safety
-//! margin; retry 2 keeps only system prompts, pinned items, the summary and the last user turn.
+//! margin; retry 2 does the same and keeps only system prompts, pinned items, the summary and
+//! the last user turn. Both first cap every tool result as an ordinary compaction would.
 
 use super::run::Run;
 use crate::domain::compaction::Reason;
@@ -14,7 +15,8 @@ impl Run<'_> {
         let work = &mut self.work;
         let valid = work.valid_cuts();
         let tail = work.tail_start(1, &valid);
-        self.offloaded = work.mask_tool_results(tail, self.input.compaction_id);
+        let masked = work.mask_tool_results(tail, self.input.compaction_id);
+        self.offloaded.extend(masked);
         work.refresh_summary_message();
         self.acted = true;
     }
@@ -32,6 +34,9 @@ impl Run<'_> {
         let mut cut = last_user;
         while !valid[cut] {
             cut -= 1;
+        }
+        if !work.folds_anything(cut) {
+            return;
         }
         let events = work.foldable_events(cut);
         let output = deterministic::summarize(SummaryRequest {

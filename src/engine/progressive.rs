@@ -90,7 +90,7 @@ impl<'a> Run<'a> {
     }
 
     /// Shows every tool result over the per-item cap as its head and tail.
-    fn cap_items(&mut self) {
+    pub(super) fn cap_items(&mut self) {
         let id = self.input.compaction_id;
         let capped = cap_items(&mut self.work, &self.bounds, id);
         if !capped.is_empty() {
@@ -247,10 +247,10 @@ pub(super) fn plan<'a>(
             tokens -= freed;
         }
     }
-    let cut = if tokens > target {
-        candidate.fold_cut(tail, &valid, tokens, target)
-    } else {
-        0
+    // A cut past pinned items only would fold nothing: the summary stays as it is.
+    let cut = match candidate.fold_cut(tail, &valid, tokens, target) {
+        cut if tokens > target && candidate.folds_anything(cut) => cut,
+        _ => 0,
     };
     let folding = candidate.foldable_tokens(cut);
     let grows = candidate.summary_growth(folding);

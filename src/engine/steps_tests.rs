@@ -3,9 +3,11 @@
 
 use serde_json::json;
 
-use super::tests::{config, run, Log};
+use super::tests::{config, run, run_with, Log};
+use crate::domain::compaction::FallbackReason;
 use crate::domain::compaction::{Mode, Projection, Tier};
 use crate::domain::state::CompactionState;
+use crate::summarize::SummaryOutcome;
 
 fn projection_of(out: &super::EngineOutput<'_>, seq: i64) -> Option<Projection> {
     out.messages
@@ -209,4 +211,71 @@ async fn masking_comes_before_summarising() {
         assert!(m.content.contains(&format!("observation://{seq}")));
         assert!(out.record.offloaded.iter().any(|o| o.seq == seq));
     }
+}
+
+/// The provider refused a view whose last user turn starts it: retry 2 has nothing to fold,
+/// so it shows the answered results by reference as retry 1 would, instead of sending the same
+/// view again.
+#[tokio::test]
+async fn a_second_overflow_retry_with_nothing_to_fold_still_shrinks_the_view() {
+    let config = config(8_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Read it.");
+    log.exchange("a", 1_000);
+    log.exchange("b", 1_000);
+    let result = log.head();
+    let state = CompactionState::default();
+    let ordinary = run(&config, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+    let retry = run(&config, &state, &log, 0, Mode::Auto, 2).await.unwrap();
+    assert!(
+        retry.record.evicted_seqs.is_empty(),
+        "nothing before the turn"
+    );
+    assert!(
+        retry.record.tokens_after < ordinary.record.tokens_after,
+        "retry {} vs ordinary {}",
+        retry.record.tokens_after,
+        ordinary.record.tokens_after
+    );
+    assert_eq!(
+        projection_of(&retry, result - 2),
+        Some(Projection::Reference)
+    );
+    assert!(retry.record.offloaded.iter().any(|o| o.seq == result - 2));
+}
+
+/// A compaction whose fold would pass over pinned items only writes no summary: the
+/// summariser is not asked to summarise nothing.
+#[tokio::test]
+async fn a_fold_over_pinned_items_only_writes_no_summary() {
+    let mut config = config(3_000);
+    config.min_tail_messages = 1;
+    let mut log = Log::default();
+    log.system("sys");
+    for i in 0..3 {
+        log.push(
+            json!({"type": "note", "content": format!("note {i}: {}", "keep ".repeat(300)),
+            "pinned": true}),
+        );
+    }
+    log.user("Go on.");
+    let state = CompactionState::default();
+    let out = run_with(&config, &state, &log, 0, Mode::Force, 0, &|request| {
+        assert!(!request.events.is_empty(), "asked to summarise nothing");
+        SummaryOutcome::deterministic(request, FallbackReason::NoneConfigured, None)
+    })
+    .unwrap();
+    assert!(
+        out.record.summarized_seqs.is_empty(),
+        "{:?}",
+        out.record.summarized_seqs
+    );
+    assert_eq!(out.state.summary, state.summary);
+    assert!(
+        out.messages
+            .iter()
+            .all(|m| m.projection != Projection::Summary),
+        "no summary message"
+    );
 }

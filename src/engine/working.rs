@@ -484,6 +484,12 @@ impl<'a> Working<'a> {
             .sum()
     }
 
+    /// Whether folding at `cut` would summarise anything: not when only pinned items and
+    /// system prompts come before it.
+    pub(super) fn folds_anything(&self, cut: usize) -> bool {
+        self.live[..cut].iter().any(|l| !always_kept(l.event))
+    }
+
     /// The events that folding at `cut` would summarise, borrowed from the log.
     pub(super) fn foldable_events(&self, cut: usize) -> Vec<&'a Event> {
         self.live[..cut]

@@ -119,7 +119,7 @@ on_both_backends! {
         ]);
         assert_eq!(app.append(&id, opening).await.status, StatusCode::CREATED);
         let mut tiers = std::collections::BTreeSet::new();
-        for n in 0..8 {
+        for n in 0..12 {
             assert_eq!(app.append(&id, Value::Array(turn(n))).await.status, StatusCode::CREATED);
             let reply = app.append(&id, Value::Array(parts_turn(n))).await;
             assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);

@@ -1,9 +1,10 @@
 //! The rules of an append against what the log already holds: idempotent retries, optimistic
-//! concurrency and tool-call pairing. A store gathers the facts inside its transaction; this
+//! concurrency, tool-call pairing and the episodes' rules. A store gathers the facts inside its transaction; this
 //! module decides, so both backends apply exactly the same rules.
 
 use std::collections::{HashMap, HashSet};
 
+use super::episodes::Episodes;
 use super::event::{Event, EventBody, NewEvent};
 use super::pairing::OpenCalls;
 use super::FieldError;
@@ -17,6 +18,8 @@ pub struct LogFacts {
     pub existing: HashMap<String, Event>,
     /// For each call id the batch issues or answers: what the log already says of it.
     pub calls: HashMap<String, CallFacts>,
+    /// The session's episodes so far; loaded only for a batch with episode events.
+    pub episodes: Episodes,
 }
 
 /// The stored state of one tool-call id.
@@ -136,6 +139,16 @@ pub fn referenced_call_ids(batch: &[CountedEvent]) -> Vec<String> {
     ids
 }
 
+/// Whether a batch starts or ends an episode: the store must then load the session's episodes.
+pub fn has_episode_events(batch: &[CountedEvent]) -> bool {
+    batch.iter().any(|c| {
+        matches!(
+            c.event.body,
+            EventBody::EpisodeStart(_) | EventBody::EpisodeEnd(_)
+        )
+    })
+}
+
 /// Every client id in a batch: the ids whose stored events the store must load.
 pub fn client_ids(batch: &[CountedEvent]) -> Vec<String> {
     batch.iter().filter_map(|c| c.event.id.clone()).collect()
@@ -200,6 +213,7 @@ pub fn plan_append(
         ..AppendPlan::default()
     };
     let mut pairing = Pairing::new(facts);
+    let mut episodes = facts.episodes.clone();
     for (index, counted) in batch.iter().enumerate() {
         if let Some(stored) = replayed[index] {
             plan.acks.push(Ack {
@@ -213,6 +227,9 @@ pub fn plan_append(
         plan.new_head_seq += 1;
         let seq = plan.new_head_seq;
         pairing.apply(index, seq, counted, &mut plan, &mut errors);
+        if let Err(error) = episodes.apply(index, seq, &counted.event.body) {
+            errors.push(error);
+        }
         plan.inserts.push((index, seq));
         plan.added_tokens += counted.tokens;
         plan.acks.push(Ack {
@@ -633,6 +650,7 @@ mod properties {
             head_seq,
             existing: HashMap::new(),
             calls: map,
+            episodes: Default::default(),
         }
     }
 

@@ -4,6 +4,7 @@
 pub mod append;
 pub mod compaction;
 pub mod content;
+pub mod episodes;
 pub mod event;
 pub mod observation;
 pub mod pairing;

@@ -11,8 +11,11 @@ use super::{
     event_inserts, fold_call_rows, now, AppendError, AppendOutcome, ItemRow, SessionFilter,
     SessionSince, Store, StoreError, StoredState,
 };
-use crate::domain::append::{client_ids, plan_append, referenced_call_ids, CountedEvent, LogFacts};
+use crate::domain::append::{
+    client_ids, has_episode_events, plan_append, referenced_call_ids, CountedEvent, LogFacts,
+};
 use crate::domain::compaction::CompactionRecord;
+use crate::domain::episodes::Episodes;
 use crate::domain::event::Event;
 use crate::domain::session::{NewSession, Session};
 use crate::domain::state::{CompactionState, FoldedRange, JobStatus, PreparedSummary, SummaryJob};
@@ -161,6 +164,9 @@ impl Store for PostgresStore {
             facts.calls = fold_call_rows(calls);
         }
 
+        if has_episode_events(batch) {
+            facts.episodes = Episodes::from_events(&Q::episode_events(&mut *tx, session_id).await?);
+        }
         let plan = plan_append(batch, expected_seq, &facts).map_err(AppendError::Rejected)?;
         if plan.inserts.is_empty() {
             return Ok(AppendOutcome {

@@ -182,6 +182,23 @@ where
         Ok(row.map(Event::from))
     }
 
+    /// The session's `episode_start` and `episode_end` events in seq order, served by their
+    /// partial index.
+    pub async fn episode_events<'e>(
+        db: impl Executor<'e, Database = DB>,
+        session_id: Uuid,
+    ) -> Result<Vec<Event>, StoreError> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 \
+             AND type IN ('episode_start', 'episode_end') ORDER BY seq"
+        );
+        let rows: Vec<EventRow> = sqlx::query_as(&sql)
+            .bind(DbUuid(session_id))
+            .fetch_all(db)
+            .await?;
+        Ok(rows.into_iter().map(Event::from).collect())
+    }
+
     /// Served by the unique index on `(session_id, client_id)`, which also keeps appends
     /// idempotent.
     pub async fn get_event_by_client_id<'e>(

@@ -47,7 +47,7 @@ on_both_backends! {
             {"id": "s", "type": "message", "role": "system", "content": "You are a coding agent."},
             {"id": "u", "type": "message", "role": "user", "content": "Fix the failing test", "name": "ana",
                 "metadata": {"source": "cli", "n": 1}},
-            {"type": "episode_start", "name": "explore", "kind": "exploration", "dependencies": ["setup"]},
+            {"type": "episode_start", "name": "explore", "kind": "exploration", "dependencies": []},
             {"type": "message", "role": "assistant", "content": "Looking.",
                 "tool_calls": [{"id": "c1", "name": "read", "arguments": {"path": "src/lib.rs"}},
                                {"id": "c2", "name": "grep", "arguments": "{\"q\":\"fn\"}"}]},

@@ -7,6 +7,7 @@ mod client;
 mod compaction;
 mod concurrency;
 mod deploy;
+mod episodes;
 mod errors;
 mod events;
 mod input;

@@ -54,17 +54,36 @@ pub struct EngineOutput<'a> {
     pub changed: bool,
 }
 
+/// Tokens a view always keeps free beyond the tool schemas and the reserved output: under it,
+/// the smallest view (a system prompt and the newest message, however reduced) would not fit.
+pub const NO_ROOM_MARGIN: i64 = 512;
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum EngineError {
     #[error(
-        "the tool schemas ({tools_tokens} tokens) and the reserved output ({reserved} tokens) \
-         leave no room for messages in a {window}-token window"
+        "the tool schemas ({tools_tokens} tokens), the reserved output ({reserved} tokens) and \
+         a safety margin of {NO_ROOM_MARGIN} tokens need {needed} tokens, more than the \
+         {window}-token window: send fewer or shorter tool schemas, or lower max_output_tokens",
+        needed = tools_tokens + reserved + NO_ROOM_MARGIN
     )]
     NoRoom {
         tools_tokens: i64,
         reserved: i64,
         window: i64,
     },
+}
+
+impl EngineError {
+    /// What the request needs and the most it may take, in tokens.
+    pub fn need_and_ceiling(&self) -> (i64, i64) {
+        match self {
+            Self::NoRoom {
+                tools_tokens,
+                reserved,
+                window,
+            } => (tools_tokens + reserved + NO_ROOM_MARGIN, *window),
+        }
+    }
 }
 
 /// A compaction in progress: the view as it was, what is decided so far, and what the record
@@ -158,7 +177,7 @@ impl<'a> Run<'a> {
         let config = input.config;
         let window = i64::from(config.context_window);
         let reserved = i64::from(config.max_output_tokens);
-        if input.tools_tokens + reserved >= window {
+        if input.tools_tokens + reserved + NO_ROOM_MARGIN > window {
             return Err(EngineError::NoRoom {
                 tools_tokens: input.tools_tokens,
                 reserved,

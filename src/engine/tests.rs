@@ -188,7 +188,8 @@ async fn below_warn_the_view_is_the_log() {
 async fn tier_boundaries_are_inclusive() {
     let config = config(10_000);
     let mut log = Log::default();
-    log.user("hello");
+    // Large enough that the tool schemas filling the rest leave the safety margin free.
+    log.user(&"hello ".repeat(800));
     let state = CompactionState::default();
     for (utilization, tier) in [
         (0.69, Tier::None),
@@ -492,6 +493,29 @@ async fn tools_and_reserve_must_leave_room() {
     .await
     .unwrap_err();
     assert!(matches!(err, EngineError::NoRoom { .. }));
+    assert_eq!(err.need_and_ceiling(), (1_500 + 1_000 + 512, 2_000));
+    // Within the margin of the window is no room either: the smallest view would not fit.
+    let err = run(
+        &config,
+        &CompactionState::default(),
+        &log,
+        489,
+        Mode::Auto,
+        0,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.need_and_ceiling(), (2_001, 2_000));
+    assert!(run(
+        &config,
+        &CompactionState::default(),
+        &log,
+        488,
+        Mode::Auto,
+        0
+    )
+    .await
+    .is_ok());
 }
 
 #[test]

@@ -169,7 +169,14 @@ pub(super) fn compact_error(error: CompactError, id: Uuid) -> ApiError {
     match error {
         CompactError::NotFound => ApiError::session_not_found(id),
         CompactError::Engine(e) => {
-            ApiError::validation(vec![FieldError::new("tools", e.to_string())])
+            let (needed, ceiling) = e.need_and_ceiling();
+            let error = FieldError::new("tools", e.to_string());
+            ApiError::NoRoom {
+                detail: error.to_string(),
+                errors: vec![error],
+                needed,
+                ceiling,
+            }
         }
         CompactError::Contended => ApiError::Unavailable(error.to_string()),
         CompactError::Store(e) => e.into(),

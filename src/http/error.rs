@@ -51,6 +51,13 @@ pub struct Problem {
     /// The seq of the stored event whose id conflicts (409 on a reused id).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seq: Option<i64>,
+    /// The tokens the tool schemas, the reserved output and the safety margin need (422 when
+    /// they leave no room for messages).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needed_tokens: Option<i64>,
+    /// The context window they must fit in (422 with `needed_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ceiling_tokens: Option<i64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +82,14 @@ pub enum ApiError {
     Validation {
         detail: String,
         errors: Vec<FieldError>,
+    },
+    /// The tool schemas and the reserved output leave no room for messages (422).
+    #[error("{detail}")]
+    NoRoom {
+        detail: String,
+        errors: Vec<FieldError>,
+        needed: i64,
+        ceiling: i64,
     },
     #[error("{0}")]
     Unavailable(String),
@@ -110,7 +125,7 @@ impl ApiError {
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Validation { .. } | Self::NoRoom { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Unavailable(_) | Self::DatabaseUnreachable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -125,7 +140,9 @@ impl ApiError {
             Self::Conflict { .. } => ("conflict", "Conflict"),
             Self::PayloadTooLarge(_) => ("payload-too-large", "Payload too large"),
             Self::UnsupportedMediaType(_) => ("unsupported-media-type", "Unsupported media type"),
-            Self::Validation { .. } => ("validation-failed", "Validation failed"),
+            Self::Validation { .. } | Self::NoRoom { .. } => {
+                ("validation-failed", "Validation failed")
+            }
             Self::Unavailable(_) | Self::DatabaseUnreachable(_) => {
                 ("unavailable", "Service unavailable")
             }
@@ -139,9 +156,17 @@ impl ApiError {
         let (slug, title) = self.slug_and_title();
         let context = REQUEST.try_with(Clone::clone).unwrap_or_default();
         let (errors, head_seq, seq) = match self {
-            Self::Validation { errors, .. } => (errors.clone(), None, None),
+            Self::Validation { errors, .. } | Self::NoRoom { errors, .. } => {
+                (errors.clone(), None, None)
+            }
             Self::Conflict { head_seq, seq, .. } => (Vec::new(), *head_seq, *seq),
             _ => (Vec::new(), None, None),
+        };
+        let (needed_tokens, ceiling_tokens) = match self {
+            Self::NoRoom {
+                needed, ceiling, ..
+            } => (Some(*needed), Some(*ceiling)),
+            _ => (None, None),
         };
         let detail = match self {
             Self::Internal(cause) => {
@@ -165,6 +190,8 @@ impl ApiError {
             errors,
             head_seq,
             seq,
+            needed_tokens,
+            ceiling_tokens,
         }
     }
 }

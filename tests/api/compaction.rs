@@ -286,6 +286,20 @@ on_both_backends! {
             assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
             assert_eq!(reply.body["errors"][0]["field"], field, "{}", reply.body);
         }
+        // Tool schemas that leave no room: the answer says what they need and the ceiling, and
+        // schemas smaller by the difference fit.
+        let tools = |chars: usize| json!({"tools": [{"name": "t", "description": "x".repeat(chars)}]});
+        let reply = app.post(&format!("/sessions/{id}/compact"), &tools(30_000)).await;
+        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.body);
+        let (needed, ceiling) = (reply.body["needed_tokens"].as_i64().unwrap(),
+                                 reply.body["ceiling_tokens"].as_i64().unwrap());
+        assert_eq!(ceiling, 8_000);
+        assert!(needed >= 7_500 + 500 + 512, "{}", reply.body);
+        assert!(reply.body["detail"].as_str().unwrap().contains(&format!("need {needed} tokens")), "{}", reply.body);
+        let fits = tools(30_000 - 4 * (needed - ceiling) as usize);
+        let reply = app.post(&format!("/sessions/{id}/compact"), &fits).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert!(reply.body["record"]["tokens_after"].as_i64().unwrap() <= 8_000);
         let ghost = "01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f";
         assert_eq!(app.post(&format!("/sessions/{ghost}/compact"), &json!({})).await.status, StatusCode::NOT_FOUND);
         let tool = app.get("/tools/recall_observation?format=anthropic").await.body;

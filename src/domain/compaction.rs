@@ -102,6 +102,24 @@ pub enum Reason {
     EmergencyTruncation,
     /// A tool result whose call is not in the view: dropped so the request stays valid.
     OrphanToolResult,
+    /// A completed tool exchange outside any active episode, archived by the episodic policy
+    /// in the order of its tool's priority: its result shown as one line naming the tool and
+    /// its observation reference.
+    ArchivedToolExchange,
+    /// The current user turn shown as a bounded preview (first overflow retry) or as its
+    /// reference (second) after the provider refused the view for its length (episodic).
+    OverflowRetry,
+    /// Part of a completed episode the episodic policy archived (actions before the
+    /// explorations they depend on); the episode's conclusion stays in the view.
+    EpisodeArchived,
+}
+
+impl Reason {
+    /// Whether the item left the view's full content for good under the episodic policy: its
+    /// lifecycle state is `archived` though its reference is still shown.
+    pub fn archives(self) -> bool {
+        matches!(self, Self::ArchivedToolExchange | Self::EpisodeArchived)
+    }
 }
 
 /// A value of an anchor that says nothing.

@@ -52,6 +52,76 @@ pub enum Policy {
     /// Tiered compaction at the warn / soft / full / emergency thresholds.
     #[default]
     Progressive,
+    /// Structured eviction: completed tool exchanges by tool priority, then completed episodes
+    /// (actions before the explorations they depend on), then the oldest conversation into the
+    /// summary; from the `episodic` trigger down to its target.
+    Episodic,
+}
+
+/// How eager a tool's completed exchanges are to leave the view under the episodic policy:
+/// `0` first (writes and edits: their outcome is in the files), `1` next (reads), `2` last
+/// (shell output and errors, which the agent reasons from).
+pub const MAX_TOOL_PRIORITY: u8 = 2;
+
+/// The episodic policy's settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EpisodicConfig {
+    /// Utilization at which eviction starts.
+    #[serde(default = "EpisodicConfig::default_trigger")]
+    #[schema(default = 0.8, exclusive_minimum = 0, maximum = 1)]
+    pub trigger: f64,
+    /// Utilization eviction brings the view down to.
+    #[serde(default = "EpisodicConfig::default_target")]
+    #[schema(default = 0.6, exclusive_minimum = 0, maximum = 1)]
+    pub target: f64,
+    /// Tool names to their eviction priority (0, 1 or 2, evicted in that order), over the
+    /// defaults by name: writes and edits 0, reads and searches 1, shells and commands 2 (and
+    /// any failed result 2).
+    #[serde(default)]
+    pub tool_priorities: BTreeMap<String, u8>,
+}
+
+impl EpisodicConfig {
+    fn default_trigger() -> f64 {
+        0.80
+    }
+    fn default_target() -> f64 {
+        0.60
+    }
+
+    /// The eviction priority of a completed exchange with tool `name`.
+    pub fn priority(&self, name: &str, is_error: bool) -> u8 {
+        if let Some(&p) = self.tool_priorities.get(name) {
+            return p;
+        }
+        if is_error {
+            return MAX_TOOL_PRIORITY;
+        }
+        let lower = name.to_ascii_lowercase();
+        let has = |words: &[&str]| words.iter().any(|w| lower.contains(w));
+        if has(&[
+            "write", "edit", "patch", "replace", "create", "insert", "delete", "move",
+        ]) {
+            0
+        } else if has(&[
+            "bash", "shell", "exec", "run", "command", "terminal", "test", "build",
+        ]) {
+            MAX_TOOL_PRIORITY
+        } else {
+            1
+        }
+    }
+}
+
+impl Default for EpisodicConfig {
+    fn default() -> Self {
+        Self {
+            trigger: Self::default_trigger(),
+            target: Self::default_target(),
+            tool_priorities: BTreeMap::new(),
+        }
+    }
 }
 
 /// Fractions of the context window at which each compaction tier starts (inclusive).
@@ -159,6 +229,9 @@ pub struct SessionConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 200, maximum = 100000000)]
     pub summary_max_chars: Option<u32>,
+    /// The episodic policy's trigger, target and tool priorities.
+    #[serde(default)]
+    pub episodic: EpisodicConfig,
 }
 
 impl SessionConfig {
@@ -281,6 +354,38 @@ impl SessionConfig {
                 );
             }
         }
+        let e = &self.episodic;
+        for (name, value) in [("trigger", e.trigger), ("target", e.target)] {
+            if !(value > 0.0 && value <= 1.0) {
+                fail(
+                    &format!("episodic.{name}"),
+                    "must be a fraction of the window in (0, 1]".into(),
+                );
+            }
+        }
+        if e.target >= e.trigger {
+            fail(
+                "episodic.target",
+                "must be below the trigger: eviction brings the view down to it".into(),
+            );
+        }
+        for (name, priority) in &e.tool_priorities {
+            if *priority > MAX_TOOL_PRIORITY {
+                fail(
+                    &format!("episodic.tool_priorities.{name}"),
+                    format!("must be 0, 1 or {MAX_TOOL_PRIORITY}"),
+                );
+            }
+            if name.is_empty() || name.chars().count() > 256 || has_nul(name) {
+                fail(
+                    "episodic.tool_priorities",
+                    "tool names have 1 to 256 characters, without NUL".into(),
+                );
+            }
+        }
+        if e.tool_priorities.len() > 1_000 {
+            fail("episodic.tool_priorities", "at most 1000 tools".into());
+        }
         if let Some(max) = self.summary_max_chars {
             if !(200..=self.context_window).contains(&max) {
                 fail(
@@ -307,6 +412,7 @@ impl Default for SessionConfig {
             tail_max_share: Self::default_tail_max_share(),
             item_max_share: Self::default_item_max_share(),
             summary_max_chars: None,
+            episodic: EpisodicConfig::default(),
         }
     }
 }
@@ -338,6 +444,8 @@ struct ConfigFields {
     item_max_share: f64,
     #[serde(default)]
     summary_max_chars: Option<u32>,
+    #[serde(default)]
+    episodic: EpisodicConfig,
 }
 
 /// A field that, when given, must hold a value (not null).
@@ -365,6 +473,7 @@ impl From<ConfigFields> for SessionConfig {
             tail_max_share: f.tail_max_share,
             item_max_share: f.item_max_share,
             summary_max_chars: f.summary_max_chars,
+            episodic: f.episodic,
         }
     }
 }

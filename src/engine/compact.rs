@@ -14,7 +14,7 @@ use super::run::{EngineError, EngineInput, EngineOutput, Pending, Run};
 use super::working::Working;
 use crate::domain::compaction::ViewMessage;
 use crate::domain::event::Event;
-use crate::domain::session::SessionConfig;
+use crate::domain::session::{Policy, SessionConfig};
 use crate::domain::state::CompactionState;
 
 /// Where a compaction stands: done, or waiting for a summary.
@@ -31,7 +31,7 @@ pub enum Step<'a> {
 pub fn compact(input: EngineInput<'_>) -> Result<Step<'_>, EngineError> {
     let mut run = Run::start(input)?;
     match run.input.overflow_retry {
-        0 => match run.progressive() {
+        0 => match run.policy_step() {
             progressive::Step::Go(go) => run = go,
             progressive::Step::Wait(pending) => return Ok(Step::Summarize(pending)),
         },
@@ -43,9 +43,22 @@ pub fn compact(input: EngineInput<'_>) -> Result<Step<'_>, EngineError> {
             if retry > 1 {
                 run.keep_last_user_turn();
             }
+            if run.input.config.policy == Policy::Episodic {
+                run.reduce_user_turn(retry);
+            }
         }
     }
     Ok(Step::Done(run.finish()))
+}
+
+impl<'a> Run<'a> {
+    /// The session's policy's step.
+    fn policy_step(self) -> progressive::Step<'a> {
+        match self.input.config.policy {
+            Policy::Progressive => self.progressive(),
+            Policy::Episodic => self.episodic(),
+        }
+    }
 }
 
 /// The view `state` shows over `events` as they stand, compacting nothing, and its tokens:
@@ -69,6 +82,10 @@ pub fn next_fold(
     events: &[Event],
     format: Format,
 ) -> Option<i64> {
+    // The episodic policy folds only as its last pass, from its own trigger.
+    if config.policy != Policy::Progressive {
+        return None;
+    }
     let mut work = Working::from_state(config, state, events, format);
     let bounds = Bounds::new(
         config,

@@ -75,10 +75,11 @@ pub(super) fn emergency(
         }
     }
     shrink_summary(work, room);
-    // Last resort: even the pinned items and system prompts do not fit in full.
+    // Last resort: even the pinned items and system prompts (and whatever else a fold kept,
+    // such as the episodic policy's first user request) do not fit in full.
     for projection in [Projection::Preview, Projection::Reference] {
-        let items = work.kept.iter_mut().chain(work.live.iter_mut());
-        for item in items.filter(|l| always_kept(l.event)) {
+        let live = work.live.iter_mut().filter(|l| always_kept(l.event));
+        for item in work.kept.iter_mut().chain(live) {
             reduce_for_emergency(item, projection, tokenizer, id, offloaded);
         }
         work.refresh_summary_message();

@@ -47,7 +47,11 @@ pub fn standing(
     };
     if let Some(r) = state.reduced.get(&seq) {
         return ItemStanding {
-            state: ItemState::Retained,
+            state: if r.reason.archives() {
+                ItemState::Archived
+            } else {
+                ItemState::Retained
+            },
             projection: r.projection,
             tokens_in_view: r.tokens_in_view,
             reason: r.reason,

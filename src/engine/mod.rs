@@ -4,6 +4,7 @@
 
 mod compact;
 mod emergency;
+mod episodic;
 pub mod inspect;
 mod overflow;
 mod progressive;
@@ -19,6 +20,8 @@ pub use compact::{compact, current_view, next_fold, Step};
 pub use repair::repair;
 pub use run::{EngineError, EngineInput, EngineOutput, Pending};
 
+#[cfg(test)]
+mod episodic_tests;
 #[cfg(test)]
 mod properties;
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! the last user turn. Both first cap every tool result as an ordinary compaction would.
 
 use super::run::Run;
-use crate::domain::compaction::Reason;
+use super::view;
+use super::working::{always_kept, offloaded_item};
+use crate::domain::compaction::{Projection, Reason};
 use crate::domain::event::Role;
 use crate::summarize::{deterministic, SummaryRequest};
 
@@ -49,6 +51,41 @@ impl Run<'_> {
         let id = self.input.compaction_id;
         self.folded
             .extend(work.fold(cut, output.summary, id, Reason::EmergencyTruncation));
+        self.acted = true;
+    }
+
+    /// The episodic policy's overflow retries: the current user turn (the last user message)
+    /// as a bounded preview with its reference on retry 1, as its reference alone on retry 2,
+    /// when that is smaller. It stays recallable whole.
+    pub(super) fn reduce_user_turn(&mut self, retry: u8) {
+        let id = self.input.compaction_id;
+        let work = &mut self.work;
+        let Some(i) = work
+            .live
+            .iter()
+            .rposition(|l| l.event.body.role() == Some(Role::User))
+        else {
+            return;
+        };
+        let item = &work.live[i];
+        if always_kept(item.event) || item.projection == Projection::Reference {
+            return;
+        }
+        let (projection, mut message) = if retry > 1 {
+            let message = view::reference_message(item.event, item.chars());
+            (Projection::Reference, message)
+        } else {
+            let message = view::preview_message(item.event, view::PREVIEW_CHARS, item.chars());
+            (Projection::Preview, message)
+        };
+        message.tokens = message.cost(work.tokenizer);
+        if message.tokens >= item.tokens {
+            return;
+        }
+        let reduced = item.reduced(projection, message.tokens, Reason::OverflowRetry, id);
+        self.offloaded.push(offloaded_item(&reduced));
+        work.live[i] = reduced;
+        work.refresh_summary_message();
         self.acted = true;
     }
 }

@@ -41,10 +41,20 @@ pub(super) struct Bounds {
 }
 
 impl Bounds {
-    pub(super) fn new(config: &SessionConfig, tools_tokens: i64, calibration: f64) -> Self {
+    /// The message tokens (as ctxd counts them) at which a request uses `share` of the window.
+    pub(super) fn messages_at(
+        config: &SessionConfig,
+        tools_tokens: i64,
+        calibration: f64,
+        share: f64,
+    ) -> i64 {
         let window = f64::from(config.context_window);
         let fixed = (tools_tokens + i64::from(config.max_output_tokens)) as f64;
-        let messages = |share: f64| ((share * window - fixed) / calibration).floor() as i64;
+        ((share * window - fixed) / calibration).floor() as i64
+    }
+
+    pub(super) fn new(config: &SessionConfig, tools_tokens: i64, calibration: f64) -> Self {
+        let messages = |share: f64| Self::messages_at(config, tools_tokens, calibration, share);
         let room = messages(1.0);
         let share = |s: f64| (s * room as f64).floor() as i64;
         Self {
@@ -74,7 +84,7 @@ impl<'a> Run<'a> {
     }
 
     /// The view as it stands now (with what earlier steps of this run did) and its tokens.
-    fn current_tokens(&self) -> i64 {
+    pub(super) fn current_tokens(&self) -> i64 {
         if self.acted {
             self.work.tokens()
         } else {

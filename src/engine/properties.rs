@@ -8,9 +8,12 @@ use super::render::{render_anthropic, render_openai, render_responses};
 use super::tests::{config, run_with, Log};
 use super::validate::{validate_anthropic, validate_openai, validate_responses};
 use crate::domain::compaction::{
-    is_unknown, Anchors, FallbackReason, Mode, Projection, SummarizerInfo, SummarizerOutcome,
-    Summary, Tier, ViewMessage,
+    is_unknown, Anchors, FallbackReason, Mode, Projection, Reason, SummarizerInfo,
+    SummarizerOutcome, Summary, Tier, ViewMessage,
 };
+use crate::domain::episodes::Episodes;
+use crate::domain::event::{EpisodeKind, EventBody};
+use crate::domain::session::Policy;
 use crate::domain::state::CompactionState;
 use crate::summarize::{SummaryOutcome, SummaryOutput, SummaryRequest};
 
@@ -32,8 +35,9 @@ enum Step {
     Parallel(usize, usize),
     /// A pinned note of the given size.
     Note(usize),
-    /// An episode's start and end.
-    Episode(usize),
+    /// An episode around a tool exchange with a result of the given size: an exploration, or
+    /// (true) an action on the latest exploration when there is one.
+    Episode(usize, bool),
     Compact(Mode),
     /// A compaction after the provider refused the last view for its length.
     Overflow(u8),
@@ -116,7 +120,7 @@ fn step() -> impl Strategy<Value = Step> {
         4 => prop_oneof![1 => Just(0usize), 5 => 1usize..12_000].prop_map(Step::Exchange),
         1 => (1usize..6_000, 1usize..6_000).prop_map(|(a, b)| Step::Parallel(a, b)),
         1 => prop_oneof![4 => 1usize..200, 1 => 1usize..20_000].prop_map(Step::Note),
-        1 => (1usize..400).prop_map(Step::Episode),
+        2 => (1usize..6_000, any::<bool>()).prop_map(|(n, action)| Step::Episode(n, action)),
         4 => prop_oneof![Just(Mode::Auto), Just(Mode::Auto), Just(Mode::Force), Just(Mode::DryRun)]
             .prop_map(Step::Compact),
         1 => (1u8..=2).prop_map(Step::Overflow),
@@ -184,15 +188,24 @@ fn append(log: &mut Log, step: &Step, i: usize, calls: &mut usize) -> bool {
         Step::Note(n) => {
             log.push(serde_json::json!({"type": "note", "content": text(*n, i), "pinned": true}));
         }
-        Step::Episode(n) => {
+        Step::Episode(n, action) => {
+            *calls += 1;
+            let explored = log.events.iter().rev().find_map(|e| match &e.body {
+                EventBody::EpisodeEnd(end) if !end.conclusion.is_empty() => Some(end.name.clone()),
+                _ => None,
+            });
+            let name = format!("e{i}");
+            let (kind, dependencies, conclusion) = match explored {
+                Some(explored) if *action => ("action", vec![explored], String::new()),
+                _ => ("exploration", vec![], text(*n / 50 + 1, i)),
+            };
             log.push(
-                serde_json::json!({"type": "episode_start", "name": format!("e{i}"),
-                "kind": "exploration", "dependencies": ["setup"]}),
+                serde_json::json!({"type": "episode_start", "name": name, "kind": kind,
+                "dependencies": dependencies}),
             );
-            log.push(
-                serde_json::json!({"type": "episode_end", "name": format!("e{i}"),
-                "conclusion": text(*n, i)}),
-            );
+            log.exchange(&format!("c{calls}"), *n);
+            log.push(serde_json::json!({"type": "episode_end", "name": name,
+                "conclusion": conclusion}));
         }
         Step::Screenshot(n, width) => {
             *calls += 1;
@@ -228,9 +241,11 @@ proptest! {
         tools in 0i64..400,
         system_chars in prop_oneof![4 => 1usize..500, 1 => 1usize..30_000],
         summariser in prop_oneof![Just(Summariser::Deterministic), Just(Summariser::Verbose), Just(Summariser::Failing)],
+        policy in prop_oneof![Just(Policy::Progressive), Just(Policy::Episodic)],
         steps in proptest::collection::vec(step(), 1..60),
     ) {
         let mut cfg = config(window);
+        cfg.policy = policy;
         cfg.min_tail_messages = min_tail;
         cfg.offload_threshold_chars = offload;
         let mut log = Log::default();
@@ -309,6 +324,9 @@ proptest! {
                         prop_assert!(shown.contains(&e.seq) || membership.contains(&e.seq),
                             "seq {} is neither shown in full nor in any record", e.seq);
                     }
+                    // No exploration leaves before an action that depends on it.
+                    prop_assert!(explorations_follow_their_actions(&log, &out.state, r.id),
+                        "an exploration was archived before an action depending on it");
                     for (known, value) in known_anchors.iter_mut().zip(anchor_values(&out.state.summary.anchors)) {
                         prop_assert!(!(*known && is_unknown(value)), "an anchor regressed to N/A");
                         *known |= !is_unknown(value);
@@ -322,6 +340,53 @@ proptest! {
             }
         }
     }
+}
+
+/// Whether a result costs no more in full than archived: archiving it would save nothing.
+fn not_worth_archiving(event: &crate::domain::event::Event) -> bool {
+    let archived = super::view::archived_message(event, super::view::content_chars(event));
+    archived.cost(crate::tokens::Tokenizer::Chars4) >= event.tokens
+}
+
+/// Whether every exploration compaction `id` archived (an item of it) has every action
+/// depending on it archived too (its results reduced, folded, or not worth archiving). An
+/// action that starts after its exploration was archived cannot be waited for.
+fn explorations_follow_their_actions(log: &Log, state: &CompactionState, id: uuid::Uuid) -> bool {
+    let episodes = Episodes::from_events(&log.events);
+    let inside = |e: &crate::domain::episodes::Episode| -> Vec<&crate::domain::event::Event> {
+        let end = e.end_seq.unwrap_or(i64::MAX);
+        log.events
+            .iter()
+            .filter(|x| x.seq > e.start_seq && x.seq < end)
+            .collect()
+    };
+    episodes
+        .list()
+        .iter()
+        .filter(|e| e.kind == EpisodeKind::Exploration)
+        .all(|exploration| {
+            let archived = inside(exploration).into_iter().any(|x| {
+                state
+                    .reduced
+                    .get(&x.seq)
+                    .is_some_and(|r| r.reason == Reason::EpisodeArchived && r.compaction_id == id)
+            });
+            !archived
+                || episodes
+                    .list()
+                    .iter()
+                    .filter(|a| a.dependencies.contains(&exploration.name))
+                    .all(|action| {
+                        inside(action)
+                            .into_iter()
+                            .filter(|x| x.body.tool_call_id().is_some())
+                            .all(|x| {
+                                x.seq <= state.checkpoint_seq
+                                    || state.reduced.contains_key(&x.seq)
+                                    || not_worth_archiving(x)
+                            })
+                    })
+        })
 }
 
 /// What only agents' ordinary traffic makes: short messages and tool results of any size.

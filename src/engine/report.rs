@@ -224,8 +224,12 @@ impl<'s> Page<'s> {
             next: None,
         };
         match query.state {
-            // Archived items are at or before the checkpoint.
-            Some(ItemState::Archived) => to = to.min(state.checkpoint_seq),
+            // Archived items are at or before the checkpoint, unless the episodic policy
+            // archived some after it (shown as references): those are read from the store too.
+            Some(ItemState::Archived) if !state.reduced.values().any(|r| r.reason.archives()) => {
+                to = to.min(state.checkpoint_seq)
+            }
+            Some(ItemState::Archived) => {}
             // Every other item is among the view's.
             Some(_) => {
                 page.add(

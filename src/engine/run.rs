@@ -13,7 +13,7 @@ use crate::domain::compaction::{
     Trigger, ViewMessage,
 };
 use crate::domain::event::Event;
-use crate::domain::session::{Policy, SessionConfig};
+use crate::domain::session::SessionConfig;
 use crate::domain::state::{CompactionState, FoldedRange, LastView, Reduced};
 use crate::summarize::{SummaryOutcome, SummaryRequest};
 
@@ -349,7 +349,7 @@ impl<'a> Run<'a> {
             session_id: input.session_id,
             created_at: input.now,
             head_seq: input.head_seq,
-            policy: Policy::Progressive,
+            policy: config.policy,
             trigger,
             tier,
             acted,

@@ -246,6 +246,29 @@ pub fn reference_message(event: &Event, chars: i64) -> ViewMessage<'_> {
     reduced_message(event, content, Projection::Reference)
 }
 
+/// A tool result the episodic policy archived: one line naming the tool and the observation's
+/// reference, and the error lines it had. Other archived items show as their reference.
+pub fn archived_message(event: &Event, chars: i64) -> ViewMessage<'_> {
+    let EventBody::Message(message) = &event.body else {
+        return reference_message(event, chars);
+    };
+    if message.role != Role::Tool {
+        return reference_message(event, chars);
+    }
+    let (text, total) = shown_text(event, chars);
+    let tool = message.name.as_deref().unwrap_or("tool");
+    let mut content = format!(
+        "[{tool} result archived, {total} characters; recall {}]",
+        ObservationUri(event.seq)
+    );
+    for line in error_lines(&text) {
+        content.push('\n');
+        content.push_str(line);
+    }
+    image_references(event, &mut content);
+    reduced_message(event, content, Projection::Reference)
+}
+
 /// The summary message: the running summary and its anchors. None when nothing was folded.
 /// Items shown reduced carry their own observation reference where they stand, so the message
 /// does not list them: offloading at the view's end never rewrites its start.

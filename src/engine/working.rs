@@ -43,6 +43,9 @@ impl<'a> Live<'a> {
             Projection::Preview => {
                 view::preview_message(self.event, view::PREVIEW_CHARS, self.chars())
             }
+            Projection::Reference if self.reason.archives() => {
+                view::archived_message(self.event, self.chars())
+            }
             Projection::Reference => view::reference_message(self.event, self.chars()),
             _ => ViewMessage {
                 reasoning: self.reasoning,
@@ -102,6 +105,9 @@ pub(super) struct Working<'a> {
     pub(super) summary_message: Option<ViewMessage<'static>>,
     /// How many characters of the summary message an emergency left (see `shrink_summary`).
     pub(super) summary_cap: Option<usize>,
+    /// An event a fold keeps in full besides the always kept ones (the episodic policy's
+    /// first user request).
+    pub(super) first_request: Option<i64>,
 }
 
 /// System prompts and pinned events are never folded or reduced.
@@ -177,6 +183,7 @@ impl<'a> Working<'a> {
             summary: state.summary.clone(),
             summary_message: None,
             summary_cap: state.summary_cap,
+            first_request: None,
         };
         // The stored cost spares recounting the summary on calls that change nothing.
         working.summary_message = working
@@ -464,7 +471,7 @@ impl<'a> Working<'a> {
         let mut folded = 0;
         let mut cut = 0;
         while cut < end && total - folded + self.summary_growth(folded) > target {
-            if !always_kept(self.live[cut].event) {
+            if !self.stays(self.live[cut].event) {
                 folded += self.live[cut].tokens;
             }
             cut += 1;
@@ -479,22 +486,27 @@ impl<'a> Working<'a> {
     pub(super) fn foldable_tokens(&self, cut: usize) -> i64 {
         self.live[..cut]
             .iter()
-            .filter(|l| !always_kept(l.event))
+            .filter(|l| !self.stays(l.event))
             .map(|l| l.tokens)
             .sum()
+    }
+
+    /// Whether a fold keeps `event` in full.
+    fn stays(&self, event: &Event) -> bool {
+        always_kept(event) || Some(event.seq) == self.first_request
     }
 
     /// Whether folding at `cut` would summarise anything: not when only pinned items and
     /// system prompts come before it.
     pub(super) fn folds_anything(&self, cut: usize) -> bool {
-        self.live[..cut].iter().any(|l| !always_kept(l.event))
+        self.live[..cut].iter().any(|l| !self.stays(l.event))
     }
 
     /// The events that folding at `cut` would summarise, borrowed from the log.
     pub(super) fn foldable_events(&self, cut: usize) -> Vec<&'a Event> {
         self.live[..cut]
             .iter()
-            .filter(|l| !always_kept(l.event))
+            .filter(|l| !self.stays(l.event))
             .map(|l| l.event)
             .collect()
     }
@@ -513,7 +525,7 @@ impl<'a> Working<'a> {
         let from_seq = self.live[0].event.seq;
         let to_seq = self.live[cut - 1].event.seq;
         for item in self.live.drain(..cut) {
-            if always_kept(item.event) {
+            if always_kept(item.event) || Some(item.event.seq) == self.first_request {
                 self.kept.push(item);
             }
         }

@@ -11,6 +11,7 @@ use super::error::{ApiError, Problem};
 use super::extract;
 use super::AppState;
 use crate::domain::compaction::{Anchors, ItemState, Tier};
+use crate::domain::episodes::{Episode, Episodes};
 use crate::engine::report::{self, ContextItem, ContextTotals, PageQuery};
 
 const DEFAULT_ITEMS: u32 = 200;
@@ -47,6 +48,9 @@ pub struct ContextResponse {
     pub last_compaction_id: Option<Uuid>,
     /// Over every item, whatever the filters.
     pub totals: ContextTotals,
+    /// The session's episodes in the order they started, with their seqs and conclusions
+    /// (the episodic policy evicts by them).
+    pub episodes: Vec<Episode>,
     /// The items matching the filters, in seq order.
     pub items: Vec<ContextItem>,
     /// Pass as `after_seq` for the next page; absent on the last page.
@@ -92,6 +96,7 @@ struct ContextParams {
                 "by_projection": {"summary": {"items": 1, "tokens": 12, "tokens_in_view": 0},
                     "preview": {"items": 1, "tokens": 5210, "tokens_in_view": 320},
                     "full": {"items": 1, "tokens": 19, "tokens_in_view": 19}}},
+            "episodes": [],
             "items": [
                 {"seq": 1, "type": "message", "role": "user", "tokens": 12, "state": "archived",
                     "projection": "summary", "tokens_in_view": 0, "reason": "summarized",
@@ -144,6 +149,9 @@ async fn context(
     let totals = report::totals(&session, &stored, &view);
     let usage = report::usage(&session, &stored, &view);
     let (items, next_after_seq) = page.finish(&ranges);
+    let episodes = Episodes::from_events(&state.store.episode_events(id).await?)
+        .list()
+        .to_vec();
     Ok(Json(ContextResponse {
         session_id: id,
         head_seq: session.head_seq,
@@ -159,6 +167,7 @@ async fn context(
         anchors: stored.summary.anchors,
         last_compaction_id: stored.last_compaction_id,
         totals,
+        episodes,
         items,
         next_after_seq,
     }))

@@ -198,6 +198,8 @@ pub trait Store: Send + Sync + 'static {
         session_id: Uuid,
         checkpoint_seq: i64,
     ) -> Result<Option<(SummaryJob, JobStatus)>, StoreError>;
+    /// The session's `episode_start` and `episode_end` events, in seq order.
+    async fn episode_events(&self, session_id: Uuid) -> Result<Vec<Event>, StoreError>;
     /// The folded ranges that hold a seq in `from_seq..=to_seq`, in seq order.
     async fn folded_ranges(
         &self,

@@ -436,4 +436,8 @@ impl Store for PostgresStore {
     ) -> Result<Vec<FoldedRange>, StoreError> {
         Q::folded_ranges(&self.pool, session_id, from_seq, to_seq).await
     }
+
+    async fn episode_events(&self, session_id: Uuid) -> Result<Vec<Event>, StoreError> {
+        Q::episode_events(&self.pool, session_id).await
+    }
 }

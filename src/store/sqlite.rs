@@ -399,4 +399,8 @@ impl Store for SqliteStore {
     ) -> Result<Vec<FoldedRange>, StoreError> {
         Q::folded_ranges(&self.reader, session_id, from_seq, to_seq).await
     }
+
+    async fn episode_events(&self, session_id: Uuid) -> Result<Vec<Event>, StoreError> {
+        Q::episode_events(&self.reader, session_id).await
+    }
 }

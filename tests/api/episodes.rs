@@ -111,3 +111,66 @@ on_both_backends! {
         assert_eq!(created, 1, "exactly one start wins");
     }
 }
+
+fn exchange(id: &str, tool: &str, chars: usize) -> [Value; 2] {
+    [
+        json!({"type": "message", "role": "assistant",
+            "tool_calls": [{"id": id, "name": tool, "arguments": {"path": format!("src/{id}.rs")}}]}),
+        json!({"type": "message", "role": "tool", "tool_call_id": id, "name": tool,
+            "content": "line of output\n".repeat(chars / 15)}),
+    ]
+}
+
+on_both_backends! {
+    async fn an_episodic_session_archives_by_structure_and_shows_its_episodes(app) {
+        let id = app.create_session(json!({"config": {
+            "context_window": 8000, "max_output_tokens": 1000, "tokenizer": "chars4",
+            "policy": "episodic", "episodic": {"trigger": 0.8, "target": 0.7}
+        }})).await;
+        let mut events = vec![json!({"type": "message", "role": "system", "content": "You are a coding agent."}),
+            say("Fix the parser and update the docs."), start("parser", "exploration", &[])];
+        events.extend(exchange("p1", "read", 8_000));
+        events.extend([end("parser", "the bug is in src/parse.rs line 40"), start("docs", "exploration", &[])]);
+        events.extend(exchange("d1", "read", 8_000));
+        events.extend([end("docs", "the docs come from doc comments"), start("fix", "action", &["parser"])]);
+        events.extend(exchange("f1", "edit", 8_000));
+        events.extend([end("fix", ""), say("Now check it.")]);
+        let reply = app.append(&id, Value::Array(events)).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+        let fix_result = 13;
+
+        let out = app.post(&format!("/sessions/{id}/compact"), &json!({"format": "anthropic"})).await;
+        assert_eq!(out.status, StatusCode::OK, "{}", out.body);
+        let record = &out.body["record"];
+        assert_eq!(record["policy"], "episodic");
+        assert!(record["tokens_after"].as_i64().unwrap() <= (0.7 * 8000.0) as i64, "{record}");
+        let offloaded: Vec<i64> = record["offloaded"].as_array().unwrap().iter()
+            .map(|o| o["seq"].as_i64().unwrap()).collect();
+        assert_eq!(offloaded, vec![fix_result], "the action alone: {record}");
+        let text = out.body["view"].to_string();
+        assert!(text.contains("[edit result archived, "), "{text}");
+        assert!(text.contains("the bug is in src/parse.rs line 40"), "the conclusion stays");
+
+        let context = app.get(&format!("/sessions/{id}/context?state=archived")).await;
+        assert_eq!(context.status, StatusCode::OK, "{}", context.body);
+        let items = context.body["items"].as_array().unwrap();
+        assert_eq!(items.len(), 1, "{}", context.body);
+        assert_eq!((items[0]["seq"].as_i64(), items[0]["reason"].as_str(), items[0]["projection"].as_str()),
+                   (Some(fix_result), Some("episode_archived"), Some("reference")));
+        let episodes = context.body["episodes"].as_array().unwrap();
+        let names: Vec<&str> = episodes.iter().map(|e| e["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["parser", "docs", "fix"]);
+        assert_eq!(episodes[0]["conclusion"], "the bug is in src/parse.rs line 40");
+        assert_eq!(episodes[2]["dependencies"], json!(["parser"]));
+        assert_eq!(episodes[2]["kind"], "action");
+        assert!(episodes.iter().all(|e| e["end_seq"].is_i64()));
+
+        // Its configuration is checked like any other.
+        let bad = app.post("/sessions", &json!({"config": {"policy": "episodic",
+            "episodic": {"trigger": 0.6, "target": 0.7, "tool_priorities": {"bash": 3}}}})).await;
+        assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+        let fields: Vec<&str> = bad.body["errors"].as_array().unwrap().iter()
+            .map(|e| e["field"].as_str().unwrap()).collect();
+        assert_eq!(fields, ["config.episodic.target", "config.episodic.tool_priorities.bash"], "{}", bad.body);
+    }
+}

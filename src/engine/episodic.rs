@@ -1,0 +1,337 @@
+//! The episodic policy: eviction by structure instead of age alone. Every call, a tool result
+//! larger than min(16,000 characters, half the room) is shown as its head and tail, even while
+//! active. When the view reaches the trigger (or the caller forces it), passes run in order,
+//! each stopping as soon as the view is down to the target:
+//!
+//! 1. completed tool exchanges outside episodes and the current turn, by their tool's priority
+//!    (writes and edits, then reads, then shell output and errors), oldest first within a
+//!    priority: each result becomes one line naming the tool and its `observation://`
+//!    reference. Exchanges inside an episode leave with their episode, in pass 2, so that an
+//!    exploration an action depends on is not taken before the action;
+//! 2. completed episodes, actions first, then explorations: an exploration once every action
+//!    depending on it is archived, those nothing depends on first. An archived episode's items
+//!    are shown by reference; its conclusion (the `episode_end`) stays in full;
+//! 3. the oldest conversation is folded into the summary, up to the second-to-last user
+//!    message and never into the active items; the first user request stays verbatim.
+//!
+//! History without episodes is one long exploration of unknown dependencies: passes 1 and 3.
+
+use std::collections::HashSet;
+
+use super::progressive::{Bounds, Step};
+use super::run::{Pending, Run};
+use super::view;
+use super::working::{always_kept, is_tool_result, offloaded_item, Working};
+use crate::domain::compaction::{Mode, OffloadedItem, Projection, Reason, Tier};
+use crate::domain::episodes::{Episode, Episodes};
+use crate::domain::event::{EpisodeKind, EventBody, Role};
+use crate::domain::session::SessionConfig;
+
+/// The largest tool result shown in full, in characters, before the share of the room.
+const OBSERVATION_MAX_CHARS: i64 = 16_000;
+/// Characters a token holds at least in tool output, to size a cap given in tokens.
+const CHARS_PER_TOKEN: i64 = 3;
+
+impl<'a> Run<'a> {
+    /// Plans the episodic step: the run goes on, or waits for a summary when pass 3 folds.
+    pub(super) fn episodic(mut self) -> Step<'a> {
+        if self.settled {
+            return Step::Go(self);
+        }
+        self.cap_observations();
+        let config = self.input.config;
+        let calibration = self.input.state.calibration_factor();
+        let share = |s: f64| Bounds::messages_at(config, self.input.tools_tokens, calibration, s);
+        let (trigger, mut target) = (
+            share(config.episodic.trigger),
+            share(config.episodic.target),
+        );
+        let before = self.current_tokens();
+        let forced = self.input.mode == Mode::Force;
+        let must = forced || before > self.bounds.room;
+        if before < trigger && !must {
+            self.tier = Tier::None;
+            return Step::Go(self);
+        }
+        self.tier = if must { Tier::Full } else { Tier::Soft };
+        if forced {
+            target = 0;
+        }
+        let id = self.input.compaction_id;
+        let mut candidate = self.work.clone();
+        let active = active_items(&candidate);
+        let episodes = Episodes::from_events(
+            candidate
+                .kept
+                .iter()
+                .chain(&candidate.live)
+                .map(|l| l.event),
+        );
+        let mut tokens = before;
+        let mut offloaded = Vec::new();
+        archive_exchanges(
+            &mut candidate,
+            config,
+            &active,
+            &mut tokens,
+            target,
+            id,
+            &mut offloaded,
+        );
+        if tokens > target {
+            archive_episodes(
+                &mut candidate,
+                &episodes,
+                &active,
+                &mut tokens,
+                target,
+                id,
+                &mut offloaded,
+            );
+        }
+        candidate.refresh_summary_message();
+        let mut tokens = candidate.tokens();
+        if tokens > target {
+            candidate.first_request = candidate
+                .kept
+                .iter()
+                .chain(&candidate.live)
+                .find(|l| l.event.body.role() == Some(Role::User))
+                .map(|l| l.event.seq);
+            let valid = candidate.valid_cuts();
+            let end = fold_end(&candidate, &active, &valid);
+            let cut = candidate.fold_cut(end, &valid, tokens, target);
+            if candidate.folds_anything(cut) {
+                let events = candidate.foldable_events(cut);
+                return Step::Wait(Pending {
+                    run: self,
+                    candidate,
+                    cut,
+                    offloaded,
+                    events,
+                });
+            }
+            tokens = candidate.tokens();
+        }
+        if offloaded.is_empty() || (!must && before - tokens <= 0) {
+            return Step::Go(self);
+        }
+        self.accept(candidate, offloaded);
+        Step::Go(self)
+    }
+
+    /// Shows every tool result over the observation cap as its head and tail.
+    fn cap_observations(&mut self) {
+        let half_room = self.bounds.room / 2 * CHARS_PER_TOKEN;
+        let cap = OBSERVATION_MAX_CHARS
+            .min(half_room)
+            .max(view::PREVIEW_CHARS as i64);
+        let id = self.input.compaction_id;
+        let mut capped = Vec::new();
+        for i in 0..self.work.live.len() {
+            if self.work.reducible_result(i) && self.work.live[i].chars() > cap {
+                capped.extend(self.work.excerpt(i, cap as usize, id).map(|(o, _)| o));
+            }
+        }
+        if !capped.is_empty() {
+            self.offloaded.extend(capped);
+            self.preserved_tail = self.work.full_seqs();
+            self.acted = true;
+        }
+    }
+}
+
+/// `active[i]`: live item `i` is active (in the current turn, after the last user message, or
+/// inside the active episode), and no pass touches it.
+fn active_items(work: &Working<'_>) -> Vec<bool> {
+    let live = &work.live;
+    let turn = live
+        .iter()
+        .rposition(|l| l.event.body.role() == Some(Role::User))
+        .unwrap_or(0);
+    let episodes = episode_spans(work);
+    (0..live.len())
+        .map(|i| i >= turn || episodes[i] == Span::Active)
+        .collect()
+}
+
+/// Where an item stands with respect to the episodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Span {
+    Outside,
+    /// Inside an episode that has ended.
+    Completed,
+    Active,
+}
+
+/// For each live item, whether it is inside an episode (between its start and its end) and
+/// whether that episode is still active.
+fn episode_spans(work: &Working<'_>) -> Vec<Span> {
+    let live = &work.live;
+    let mut spans = vec![Span::Outside; live.len()];
+    let mut opened: Option<usize> = None;
+    for (i, item) in live.iter().enumerate() {
+        match &item.event.body {
+            EventBody::EpisodeStart(_) => opened = Some(i),
+            EventBody::EpisodeEnd(_) => {
+                if let Some(from) = opened.take() {
+                    spans[from + 1..i].fill(Span::Completed);
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(from) = opened {
+        spans[from + 1..].fill(Span::Active);
+    }
+    spans
+}
+
+/// Whether live item `i` can be archived: not active, not kept, and shown fuller than a
+/// reference.
+fn archivable(work: &Working<'_>, active: &[bool], i: usize) -> bool {
+    let item = &work.live[i];
+    !active[i]
+        && !always_kept(item.event)
+        && item.projection != Projection::Reference
+        && matches!(item.projection, Projection::Full | Projection::Preview)
+}
+
+/// Shows live item `i` by reference for `reason` when that is smaller; the tokens freed.
+fn archive(
+    work: &mut Working<'_>,
+    i: usize,
+    reason: Reason,
+    id: uuid::Uuid,
+    offloaded: &mut Vec<OffloadedItem>,
+) -> i64 {
+    let item = &work.live[i];
+    let mut message = if is_tool_result(item.event) {
+        view::archived_message(item.event, item.chars())
+    } else {
+        view::reference_message(item.event, item.chars())
+    };
+    message.tokens = message.cost(work.tokenizer);
+    if message.tokens >= item.tokens {
+        return 0;
+    }
+    let freed = item.tokens - message.tokens;
+    let reduced = item.reduced(Projection::Reference, message.tokens, reason, id);
+    offloaded.push(offloaded_item(&reduced));
+    work.live[i] = reduced;
+    freed
+}
+
+/// Pass 1: completed tool exchanges outside the active items, by tool priority then age.
+fn archive_exchanges(
+    work: &mut Working<'_>,
+    config: &SessionConfig,
+    active: &[bool],
+    tokens: &mut i64,
+    target: i64,
+    id: uuid::Uuid,
+    offloaded: &mut Vec<OffloadedItem>,
+) {
+    let spans = episode_spans(work);
+    let mut order: Vec<(u8, usize)> = (0..work.live.len())
+        .filter(|&i| spans[i] == Span::Outside)
+        .filter(|&i| is_tool_result(work.live[i].event) && archivable(work, active, i))
+        .map(|i| {
+            let EventBody::Message(m) = &work.live[i].event.body else {
+                unreachable!("a tool result is a message")
+            };
+            let name = m.name.as_deref().unwrap_or_default();
+            (config.episodic.priority(name, m.is_error == Some(true)), i)
+        })
+        .collect();
+    order.sort_unstable();
+    for (_, i) in order {
+        if *tokens <= target {
+            return;
+        }
+        *tokens -= archive(work, i, Reason::ArchivedToolExchange, id, offloaded);
+    }
+}
+
+/// Pass 2: completed episodes, actions first, then explorations once nothing unarchived
+/// depends on them (those nothing depends on first).
+fn archive_episodes(
+    work: &mut Working<'_>,
+    episodes: &Episodes,
+    active: &[bool],
+    tokens: &mut i64,
+    target: i64,
+    id: uuid::Uuid,
+    offloaded: &mut Vec<OffloadedItem>,
+) {
+    let completed: Vec<&Episode> = episodes.list().iter().filter(|e| !e.is_active()).collect();
+    let depended: HashSet<&str> = episodes
+        .list()
+        .iter()
+        .flat_map(|e| e.dependencies.iter().map(String::as_str))
+        .collect();
+    let mut order: Vec<&Episode> = completed
+        .iter()
+        .filter(|e| e.kind == EpisodeKind::Action)
+        .copied()
+        .collect();
+    let mut explorations: Vec<&Episode> = completed
+        .iter()
+        .filter(|e| e.kind == EpisodeKind::Exploration)
+        .copied()
+        .collect();
+    explorations.sort_by_key(|e| (depended.contains(e.name.as_str()), e.start_seq));
+    order.extend(explorations);
+    let mut archived: HashSet<&str> = HashSet::new();
+    for episode in order {
+        if *tokens <= target {
+            return;
+        }
+        if episode.kind == EpisodeKind::Exploration {
+            let waiting = episodes.list().iter().any(|a| {
+                a.dependencies.iter().any(|d| d == &episode.name)
+                    && !archived.contains(a.name.as_str())
+            });
+            if waiting {
+                continue;
+            }
+        }
+        let end = episode.end_seq.unwrap_or(i64::MAX);
+        let items: Vec<usize> = (0..work.live.len())
+            .filter(|&i| (episode.start_seq + 1..end).contains(&work.live[i].event.seq))
+            .collect();
+        // An episode in the current turn stays whole, and is not archived.
+        if items.iter().any(|&i| active[i]) {
+            continue;
+        }
+        for i in items {
+            if archivable(work, active, i) && work.live[i].event.body.role() != Some(Role::User) {
+                *tokens -= archive(work, i, Reason::EpisodeArchived, id, offloaded);
+            }
+        }
+        archived.insert(episode.name.as_str());
+    }
+}
+
+/// Where pass 3 may fold up to: before the second-to-last user message, before the first
+/// active item, and at a cut that keeps tool calls with their results.
+fn fold_end(work: &Working<'_>, active: &[bool], valid: &[bool]) -> usize {
+    let users: Vec<usize> = work
+        .live
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.event.body.role() == Some(Role::User))
+        .map(|(i, _)| i)
+        .collect();
+    let recent = if users.len() >= 2 {
+        users[users.len() - 2]
+    } else {
+        users.first().copied().unwrap_or(0)
+    };
+    let first_active = active.iter().position(|&a| a).unwrap_or(work.live.len());
+    let mut end = recent.min(first_active);
+    while end > 0 && !valid[end] {
+        end -= 1;
+    }
+    end
+}

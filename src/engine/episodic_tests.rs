@@ -1,0 +1,285 @@
+//! The episodic policy: what each pass archives, in what order, and what it never touches.
+
+use serde_json::json;
+
+use super::tests::{run, Log};
+use crate::domain::compaction::{ItemState, Mode, Projection, Reason, Tier};
+use crate::domain::session::{Policy, SessionConfig};
+use crate::domain::state::CompactionState;
+use crate::tokens::Tokenizer;
+
+fn config(window: u32) -> SessionConfig {
+    SessionConfig {
+        context_window: window,
+        max_output_tokens: 1_000,
+        tokenizer: Tokenizer::Chars4,
+        policy: Policy::Episodic,
+        ..SessionConfig::default()
+    }
+}
+
+fn shown(out: &super::EngineOutput<'_>, seq: i64) -> Option<(Projection, String)> {
+    out.messages
+        .iter()
+        .find(|m| m.seq == Some(seq))
+        .map(|m| (m.projection, m.content.to_string()))
+}
+
+fn projection(out: &super::EngineOutput<'_>, seq: i64) -> Option<Projection> {
+    shown(out, seq).map(|(p, _)| p)
+}
+
+/// A call of tool `name` and its result of `chars` characters; the result's seq.
+fn exchange(log: &mut Log, id: &str, name: &str, chars: usize) -> i64 {
+    log.push(json!({"type": "message", "role": "assistant",
+        "tool_calls": [{"id": id, "name": name, "arguments": {"path": format!("src/{id}.rs")}}]}));
+    let content: String = (0..chars)
+        .map(|i| if i % 80 == 79 { '\n' } else { 'r' })
+        .collect();
+    log.push(
+        json!({"type": "message", "role": "tool", "tool_call_id": id, "name": name,
+        "content": content}),
+    )
+}
+
+fn start(log: &mut Log, name: &str, kind: &str, dependencies: &[&str]) -> i64 {
+    log.push(json!({"type": "episode_start", "name": name, "kind": kind,
+        "dependencies": dependencies}))
+}
+
+fn end(log: &mut Log, name: &str, conclusion: &str) -> i64 {
+    log.push(json!({"type": "episode_end", "name": name, "conclusion": conclusion}))
+}
+
+/// The scenario: two explorations and an action depending on one of them, pushed past
+/// the trigger. The action goes first, then the exploration nothing depends on, and the
+/// dependent exploration's conclusion stays in the view.
+#[tokio::test]
+async fn actions_go_before_the_explorations_they_depend_on() {
+    let mut log = Log::default();
+    log.system("You are a coding agent.");
+    log.user("Fix the parser and update the docs.");
+    start(&mut log, "parser", "exploration", &[]);
+    let parser_read = exchange(&mut log, "p1", "read", 8_000);
+    let parser_end = end(&mut log, "parser", "the bug is in src/parse.rs line 40");
+    start(&mut log, "docs", "exploration", &[]);
+    let docs_read = exchange(&mut log, "d1", "read", 8_000);
+    let docs_end = end(&mut log, "docs", "the docs are generated from doc comments");
+    start(&mut log, "fix", "action", &["parser"]);
+    let fix_edit = exchange(&mut log, "f1", "edit", 8_000);
+    end(&mut log, "fix", "");
+    log.user("Now check it.");
+    let compact = |target: f64| {
+        let mut cfg = config(8_000);
+        cfg.episodic.target = target;
+        cfg
+    };
+    let (near, far) = (compact(0.7), compact(0.6));
+    // With a near target the action alone goes.
+    let state = CompactionState::default();
+    let out = run(&near, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+    assert_eq!(out.record.tier, Tier::Soft, "past the trigger");
+    assert_eq!(projection(&out, fix_edit), Some(Projection::Reference));
+    assert_eq!(
+        projection(&out, docs_read),
+        Some(Projection::Full),
+        "the action alone fits"
+    );
+    assert_eq!(projection(&out, parser_read), Some(Projection::Full));
+    assert_eq!(
+        out.state.reduced.get(&fix_edit).unwrap().reason,
+        Reason::EpisodeArchived
+    );
+
+    // A farther target: the exploration nothing depends on goes next; the other stays.
+    let out = run(&far, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+    assert_eq!(projection(&out, fix_edit), Some(Projection::Reference));
+    assert_eq!(projection(&out, docs_read), Some(Projection::Reference));
+    assert_eq!(
+        projection(&out, parser_read),
+        Some(Projection::Full),
+        "depended on: last"
+    );
+    for (seq, text) in [
+        (parser_end, "the bug is in src/parse.rs line 40"),
+        (docs_end, "the docs are generated"),
+    ] {
+        let (p, content) = shown(&out, seq).unwrap();
+        assert_eq!(p, Projection::Full);
+        assert!(content.contains(text), "{content}");
+    }
+    // An archived result names its tool and its reference.
+    let (_, content) = shown(&out, docs_read).unwrap();
+    assert!(
+        content.starts_with(&format!(
+            "[read result archived, 8000 characters; recall observation://{docs_read}]"
+        )),
+        "{content}"
+    );
+}
+
+/// Pass 1 takes completed exchanges by their tool's priority: writes and edits, then reads,
+/// then shell output; oldest first within a priority. It stops at the target.
+#[tokio::test]
+async fn completed_exchanges_leave_by_tool_priority_and_age() {
+    let cfg = config(8_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Work.");
+    let shell = exchange(&mut log, "a", "bash", 5_000);
+    let read = exchange(&mut log, "b", "read_file", 5_000);
+    let edit_old = exchange(&mut log, "c", "str_replace_editor", 5_000);
+    let edit_new = exchange(&mut log, "d", "write", 5_000);
+    let read_new = exchange(&mut log, "e", "grep", 5_000);
+    let shell_new = exchange(&mut log, "f", "run_tests", 5_000);
+    log.user("Go on.");
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    let archived = |seq| projection(&out, seq) == Some(Projection::Reference);
+    // The order they leave in; what left is a prefix of it, and the view is down to the target.
+    let order = [edit_old, edit_new, read, read_new, shell, shell_new];
+    let gone = order.iter().take_while(|&&seq| archived(seq)).count();
+    assert!(gone >= 3, "edits, then the oldest read: {gone}");
+    assert!(order[gone..].iter().all(|&seq| !archived(seq)), "in order");
+    assert!(
+        !archived(shell) && !archived(shell_new),
+        "shell output last"
+    );
+    assert!(out.record.tokens_after <= (0.60 * 8_000.0) as i64);
+    // It stops at the target: one result fewer would not have reached it.
+    let result_tokens = 5_000 / 4;
+    assert!(out.record.tokens_after + result_tokens > (0.60 * 8_000.0) as i64);
+}
+
+/// The active items (the current turn, the active episode) are never archived, and nothing
+/// happens below the trigger.
+#[tokio::test]
+async fn the_current_turn_and_the_active_episode_stay() {
+    let cfg = config(20_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Investigate.");
+    let old = exchange(&mut log, "o", "read", 2_000);
+    let below = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(below.record.tier, Tier::None);
+    assert!(!below.changed);
+    start(&mut log, "survey", "exploration", &[]);
+    let in_episode = exchange(&mut log, "s", "read", 20_000);
+    log.user("Keep going.");
+    let in_turn = exchange(&mut log, "t", "read", 20_000);
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Force, 0)
+        .await
+        .unwrap();
+    assert_eq!(projection(&out, old), Some(Projection::Reference));
+    for seq in [in_episode, in_turn] {
+        // Shown whole but for the observation cap (head and tail), never archived.
+        assert_eq!(
+            projection(&out, seq),
+            Some(Projection::Preview),
+            "seq {seq}"
+        );
+        assert_ne!(
+            out.state.reduced.get(&seq).map(|r| r.reason),
+            Some(Reason::ArchivedToolExchange)
+        );
+    }
+    assert!(out.record.tokens_after <= 20_000);
+}
+
+/// A result larger than the observation cap is its head and tail even while active.
+#[tokio::test]
+async fn a_large_observation_is_capped_while_active() {
+    let cfg = config(100_000);
+    let mut log = Log::default();
+    log.user("Read the log.");
+    let seq = exchange(&mut log, "big", "read", 40_000);
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    let (p, content) = shown(&out, seq).unwrap();
+    assert_eq!(p, Projection::Preview);
+    assert!(content.len() < 17_000, "{}", content.len());
+    assert!(content.contains(&format!("observation://{seq}?offset=")));
+}
+
+/// History without episodes: pass 1, then the oldest conversation folded into the summary,
+/// the first user request and the two most recent kept verbatim.
+#[tokio::test]
+async fn unannotated_history_folds_the_oldest_and_keeps_the_first_request() {
+    let cfg = config(8_000);
+    let mut log = Log::default();
+    log.system("sys");
+    let first = log.user("Port the parser to the new grammar; never change the public API.");
+    for i in 0..12 {
+        log.user(&format!("Step {i}: {}", "details ".repeat(100)));
+        log.assistant(&format!("Done with step {i}. {}", "notes ".repeat(100)));
+        exchange(&mut log, &format!("c{i}"), "read", 600);
+    }
+    let last_two = [log.user("Almost there."), log.user("Finish it.")];
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert!(!out.record.summarized_seqs.is_empty(), "pass 3 folded");
+    assert!(!out.record.summarized_seqs.contains(&first));
+    for seq in std::iter::once(first).chain(last_two) {
+        assert_eq!(projection(&out, seq), Some(Projection::Full), "seq {seq}");
+    }
+    // Down from past the trigger to about the target (the summary's size is estimated).
+    assert!(out.record.tokens_before >= (0.80 * 8_000.0) as i64);
+    assert!(
+        out.record.tokens_after <= (0.70 * 8_000.0) as i64,
+        "{} {:?}",
+        out.record.tokens_after,
+        out.messages
+            .iter()
+            .map(|m| (m.seq, m.projection, m.tokens))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(out.record.policy, Policy::Episodic);
+    // An archived exchange's lifecycle state is archived, though its reference is shown.
+    let (&seq, _) = out
+        .state
+        .reduced
+        .iter()
+        .find(|(_, r)| r.reason == Reason::ArchivedToolExchange)
+        .expect("pass 1 archived results");
+    assert_eq!(projection(&out, seq), Some(Projection::Reference));
+    let standing = super::inspect::standing(seq, None, false, 1, &out.state, &[]);
+    assert_eq!(standing.state, ItemState::Archived);
+    assert_eq!(standing.reason, Reason::ArchivedToolExchange);
+}
+
+/// Overflow retries reduce the current user turn: a bounded preview with its reference, then
+/// the reference alone.
+#[tokio::test]
+async fn overflow_retries_reduce_the_current_user_turn() {
+    let cfg = config(20_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Earlier.");
+    exchange(&mut log, "a", "read", 3_000);
+    let turn = log.user(&"A very long request with pasted logs. ".repeat(300));
+    let state = CompactionState::default();
+    let first = run(&cfg, &state, &log, 0, Mode::Auto, 1).await.unwrap();
+    let (p, content) = shown(&first, turn).unwrap();
+    assert_eq!(p, Projection::Preview);
+    assert!(
+        content.contains(&format!("observation://{turn}?offset=")),
+        "{content}"
+    );
+    let second = run(&cfg, &state, &log, 0, Mode::Auto, 2).await.unwrap();
+    let (p, content) = shown(&second, turn).unwrap();
+    assert_eq!(p, Projection::Reference);
+    assert!(
+        content.contains(&format!("observation://{turn}")),
+        "{content}"
+    );
+    assert!(second.record.tokens_after < first.record.tokens_after);
+    assert_eq!(
+        second.state.reduced.get(&turn).unwrap().reason,
+        Reason::OverflowRetry
+    );
+}

@@ -11,8 +11,11 @@
 //! 2. completed episodes, actions first, then explorations: an exploration once every action
 //!    depending on it is archived, those nothing depends on first. An archived episode's items
 //!    are shown by reference; its conclusion (the `episode_end`) stays in full;
-//! 3. the oldest conversation is folded into the summary, up to the second-to-last user
-//!    message and never into the active items; the first user request stays verbatim.
+//! 3. the oldest conversation is folded into the summary, never into the active items; the
+//!    first user request and the two most recent stay verbatim.
+//!
+//! When the view is still over the room after passes 1 and 2, the current turn's answered
+//! results but the newest are archived too before anything is folded or truncated.
 //!
 //! History without episodes is one long exploration of unknown dependencies: passes 1 and 3.
 
@@ -89,15 +92,48 @@ impl<'a> Run<'a> {
                 &mut offloaded,
             );
         }
+        // Still over the room: rather than truncate, the current turn's answered results
+        // but the newest are archived too, oldest first.
+        if tokens > self.bounds.room {
+            let newest = candidate.live.iter().rposition(|l| is_tool_result(l.event));
+            for i in 0..candidate.live.len() {
+                if tokens <= target {
+                    break;
+                }
+                let item = &candidate.live[i];
+                if active[i]
+                    && Some(i) != newest
+                    && is_tool_result(item.event)
+                    && !always_kept(item.event)
+                    && item.projection != Projection::Reference
+                {
+                    tokens -= archive(
+                        &mut candidate,
+                        i,
+                        Reason::ArchivedToolExchange,
+                        id,
+                        &mut offloaded,
+                    );
+                }
+            }
+        }
         candidate.refresh_summary_message();
         let mut tokens = candidate.tokens();
         if tokens > target {
-            candidate.first_request = candidate
+            // The first user request and the two most recent stay verbatim.
+            let users: Vec<i64> = candidate
                 .kept
                 .iter()
                 .chain(&candidate.live)
-                .find(|l| l.event.body.role() == Some(Role::User))
-                .map(|l| l.event.seq);
+                .filter(|l| l.event.body.role() == Some(Role::User))
+                .map(|l| l.event.seq)
+                .collect();
+            candidate.keep_in_fold = users
+                .iter()
+                .take(1)
+                .chain(users.iter().rev().take(2))
+                .copied()
+                .collect();
             let valid = candidate.valid_cuts();
             let end = fold_end(&candidate, &active, &valid);
             let cut = candidate.fold_cut(end, &valid, tokens, target);
@@ -141,14 +177,27 @@ impl<'a> Run<'a> {
     }
 }
 
-/// `active[i]`: live item `i` is active (in the current turn, after the last user message, or
-/// inside the active episode), and no pass touches it.
+/// The newest tool exchanges an autonomous loop's current turn holds: a long loop after one
+/// user message is not all current.
+const CURRENT_EXCHANGES: usize = 4;
+
+/// `active[i]`: live item `i` is active (in the current turn, or inside the active episode),
+/// and no pass touches it. The current turn starts at the last user message, or at the fourth
+/// newest tool call when that is later.
 fn active_items(work: &Working<'_>) -> Vec<bool> {
     let live = &work.live;
-    let turn = live
+    let user = live
         .iter()
         .rposition(|l| l.event.body.role() == Some(Role::User))
         .unwrap_or(0);
+    let calls = live
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, l)| !l.event.body.tool_calls().is_empty())
+        .nth(CURRENT_EXCHANGES - 1)
+        .map_or(0, |(i, _)| i);
+    let turn = user.max(calls);
     let episodes = episode_spans(work);
     (0..live.len())
         .map(|i| i >= turn || episodes[i] == Span::Active)
@@ -313,23 +362,10 @@ fn archive_episodes(
     }
 }
 
-/// Where pass 3 may fold up to: before the second-to-last user message, before the first
-/// active item, and at a cut that keeps tool calls with their results.
+/// Where pass 3 may fold up to: before the first active item, at a cut that keeps tool calls
+/// with their results.
 fn fold_end(work: &Working<'_>, active: &[bool], valid: &[bool]) -> usize {
-    let users: Vec<usize> = work
-        .live
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.event.body.role() == Some(Role::User))
-        .map(|(i, _)| i)
-        .collect();
-    let recent = if users.len() >= 2 {
-        users[users.len() - 2]
-    } else {
-        users.first().copied().unwrap_or(0)
-    };
-    let first_active = active.iter().position(|&a| a).unwrap_or(work.live.len());
-    let mut end = recent.min(first_active);
+    let mut end = active.iter().position(|&a| a).unwrap_or(work.live.len());
     while end > 0 && !valid[end] {
         end -= 1;
     }

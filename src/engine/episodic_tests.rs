@@ -173,7 +173,12 @@ async fn the_current_turn_and_the_active_episode_stay() {
     let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Force, 0)
         .await
         .unwrap();
-    assert_eq!(projection(&out, old), Some(Projection::Reference));
+    // A forced compaction takes all it may: the old exchange is archived, then folded.
+    assert!(
+        out.record.summarized_seqs.contains(&old),
+        "{:?}",
+        out.record
+    );
     for seq in [in_episode, in_turn] {
         // Shown whole but for the observation cap (head and tail), never archived.
         assert_eq!(
@@ -282,4 +287,62 @@ async fn overflow_retries_reduce_the_current_user_turn() {
         second.state.reduced.get(&turn).unwrap().reason,
         Reason::OverflowRetry
     );
+}
+
+/// A long autonomous loop after one user message: only its newest exchanges are the current
+/// turn, so the older ones are archived and folded as the view grows, and no compaction is an
+/// emergency.
+#[tokio::test]
+async fn a_long_tool_loop_is_not_all_current() {
+    let cfg = config(8_000);
+    let mut log = Log::default();
+    log.system("sys");
+    let request = log.user("Fix every failing test.");
+    let mut state = CompactionState::default();
+    let mut results = Vec::new();
+    for i in 0..160 {
+        results.push(exchange(&mut log, &format!("c{i}"), "read", 1_500));
+        let out = run(&cfg, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+        assert_ne!(out.record.tier, Tier::Emergency, "turn {i}");
+        assert!(out.record.tokens_after <= 8_000);
+        assert_eq!(
+            projection(&out, request),
+            Some(Projection::Full),
+            "turn {i}"
+        );
+        for &seq in results.iter().rev().take(4) {
+            assert_eq!(
+                projection(&out, seq),
+                Some(Projection::Full),
+                "turn {i}: {seq}"
+            );
+        }
+        state = out.state;
+    }
+    assert!(
+        state.checkpoint_seq > 0,
+        "the oldest exchanges were archived, then folded"
+    );
+}
+
+/// A current turn whose results alone overflow the room: its answered results but the newest
+/// are archived, oldest first, instead of truncating anything.
+#[tokio::test]
+async fn a_current_turn_too_large_for_the_room_archives_its_older_results() {
+    let cfg = config(8_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Read the four logs.");
+    let results: Vec<i64> = (0..4)
+        .map(|i| exchange(&mut log, &format!("l{i}"), "read", 9_000))
+        .collect();
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert!(out.record.tokens_before > 8_000, "{}", out.record.tokens_before);
+    assert_ne!(out.record.tier, Tier::Emergency);
+    assert!(out.record.evicted_seqs.is_empty());
+    assert!(out.record.tokens_after <= (0.60 * 8_000.0) as i64 + 100);
+    assert_eq!(projection(&out, results[0]), Some(Projection::Reference));
+    assert_eq!(projection(&out, results[3]), Some(Projection::Full), "the newest stays");
 }

@@ -105,9 +105,9 @@ pub(super) struct Working<'a> {
     pub(super) summary_message: Option<ViewMessage<'static>>,
     /// How many characters of the summary message an emergency left (see `shrink_summary`).
     pub(super) summary_cap: Option<usize>,
-    /// An event a fold keeps in full besides the always kept ones (the episodic policy's
-    /// first user request).
-    pub(super) first_request: Option<i64>,
+    /// Events a fold keeps in full besides the always kept ones (the episodic policy's first
+    /// and most recent user requests).
+    pub(super) keep_in_fold: Vec<i64>,
 }
 
 /// System prompts and pinned events are never folded or reduced.
@@ -183,7 +183,7 @@ impl<'a> Working<'a> {
             summary: state.summary.clone(),
             summary_message: None,
             summary_cap: state.summary_cap,
-            first_request: None,
+            keep_in_fold: Vec::new(),
         };
         // The stored cost spares recounting the summary on calls that change nothing.
         working.summary_message = working
@@ -493,7 +493,7 @@ impl<'a> Working<'a> {
 
     /// Whether a fold keeps `event` in full.
     fn stays(&self, event: &Event) -> bool {
-        always_kept(event) || Some(event.seq) == self.first_request
+        always_kept(event) || self.keep_in_fold.contains(&event.seq)
     }
 
     /// Whether folding at `cut` would summarise anything: not when only pinned items and
@@ -525,7 +525,7 @@ impl<'a> Working<'a> {
         let from_seq = self.live[0].event.seq;
         let to_seq = self.live[cut - 1].event.seq;
         for item in self.live.drain(..cut) {
-            if always_kept(item.event) || Some(item.event.seq) == self.first_request {
+            if always_kept(item.event) || self.keep_in_fold.contains(&item.event.seq) {
                 self.kept.push(item);
             }
         }

@@ -96,12 +96,12 @@ impl<'a> Run<'a> {
         // but the newest are archived too, oldest first.
         if tokens > self.bounds.room {
             let newest = candidate.live.iter().rposition(|l| is_tool_result(l.event));
-            for i in 0..candidate.live.len() {
+            for (i, &current) in active.iter().enumerate() {
                 if tokens <= target {
                     break;
                 }
                 let item = &candidate.live[i];
-                if active[i]
+                if current
                     && Some(i) != newest
                     && is_tool_result(item.event)
                     && !always_kept(item.event)

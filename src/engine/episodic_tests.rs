@@ -339,10 +339,18 @@ async fn a_current_turn_too_large_for_the_room_archives_its_older_results() {
     let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
         .await
         .unwrap();
-    assert!(out.record.tokens_before > 8_000, "{}", out.record.tokens_before);
+    assert!(
+        out.record.tokens_before > 8_000,
+        "{}",
+        out.record.tokens_before
+    );
     assert_ne!(out.record.tier, Tier::Emergency);
     assert!(out.record.evicted_seqs.is_empty());
     assert!(out.record.tokens_after <= (0.60 * 8_000.0) as i64 + 100);
     assert_eq!(projection(&out, results[0]), Some(Projection::Reference));
-    assert_eq!(projection(&out, results[3]), Some(Projection::Full), "the newest stays");
+    assert_eq!(
+        projection(&out, results[3]),
+        Some(Projection::Full),
+        "the newest stays"
+    );
 }

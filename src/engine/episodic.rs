@@ -138,14 +138,7 @@ impl<'a> Run<'a> {
             let end = fold_end(&candidate, &active, &valid);
             let cut = candidate.fold_cut(end, &valid, tokens, target);
             if candidate.folds_anything(cut) {
-                let events = candidate.foldable_events(cut);
-                return Step::Wait(Pending {
-                    run: self,
-                    candidate,
-                    cut,
-                    offloaded,
-                    events,
-                });
+                return Step::Wait(Pending::new(self, candidate, cut, offloaded));
             }
             tokens = candidate.tokens();
         }

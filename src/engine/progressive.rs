@@ -156,14 +156,7 @@ impl<'a> Run<'a> {
             return Step::Go(self);
         }
         if cut > 0 {
-            let events = candidate.foldable_events(cut);
-            return Step::Wait(Pending {
-                run: self,
-                candidate,
-                cut,
-                offloaded,
-                events,
-            });
+            return Step::Wait(Pending::new(self, candidate, cut, offloaded));
         }
         if offloaded.is_empty() {
             return Step::Go(self);

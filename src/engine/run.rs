@@ -123,6 +123,23 @@ pub struct Pending<'a> {
 }
 
 impl<'a> Pending<'a> {
+    /// `run` waiting for the summary of what `candidate` folds at `cut`.
+    pub(super) fn new(
+        run: Run<'a>,
+        candidate: Working<'a>,
+        cut: usize,
+        offloaded: Vec<OffloadedItem>,
+    ) -> Self {
+        let events = candidate.foldable_events(cut);
+        Self {
+            run,
+            candidate,
+            cut,
+            offloaded,
+            events,
+        }
+    }
+
     /// What to summarise: the summary so far and the events newly folded into it.
     pub fn request(&self) -> SummaryRequest<'_> {
         SummaryRequest {

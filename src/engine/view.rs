@@ -233,34 +233,34 @@ fn reads_as_error(line: &str) -> bool {
 /// An event shown only by its observation reference, and the error lines of its text.
 /// `chars` is the event's [`content_chars`]. Its `tokens` are left for the caller.
 pub fn reference_message(event: &Event, chars: i64) -> ViewMessage<'_> {
-    let (text, total) = shown_text(event, chars);
-    let mut content = format!(
-        "[{total} characters offloaded; recall {}]",
-        ObservationUri(event.seq)
-    );
-    for line in error_lines(&text) {
-        content.push('\n');
-        content.push_str(line);
-    }
-    image_references(event, &mut content);
-    reduced_message(event, content, Projection::Reference)
+    referenced(event, chars, |total, uri| {
+        format!("[{total} characters offloaded; recall {uri}]")
+    })
 }
 
 /// A tool result the episodic policy archived: one line naming the tool and the observation's
 /// reference, and the error lines it had. Other archived items show as their reference.
 pub fn archived_message(event: &Event, chars: i64) -> ViewMessage<'_> {
-    let EventBody::Message(message) = &event.body else {
-        return reference_message(event, chars);
-    };
-    if message.role != Role::Tool {
-        return reference_message(event, chars);
+    match &event.body {
+        EventBody::Message(message) if message.role == Role::Tool => {
+            let tool = message.name.as_deref().unwrap_or("tool");
+            referenced(event, chars, |total, uri| {
+                format!("[{tool} result archived, {total} characters; recall {uri}]")
+            })
+        }
+        _ => reference_message(event, chars),
     }
+}
+
+/// An event shown as the line `head` writes from its characters and its reference, then the
+/// error lines of its text and a line for each image.
+fn referenced(
+    event: &Event,
+    chars: i64,
+    head: impl FnOnce(i64, ObservationUri) -> String,
+) -> ViewMessage<'_> {
     let (text, total) = shown_text(event, chars);
-    let tool = message.name.as_deref().unwrap_or("tool");
-    let mut content = format!(
-        "[{tool} result archived, {total} characters; recall {}]",
-        ObservationUri(event.seq)
-    );
+    let mut content = head(total, ObservationUri(event.seq));
     for line in error_lines(&text) {
         content.push('\n');
         content.push_str(line);

@@ -62,7 +62,7 @@ impl<'a> Run<'a> {
         }
         let id = self.input.compaction_id;
         let mut candidate = self.work.clone();
-        let active = active_items(&candidate);
+        let active = active_items(&candidate, self.bounds.tail_cap);
         let episodes = Episodes::from_events(
             candidate
                 .kept
@@ -137,12 +137,15 @@ impl<'a> Run<'a> {
             let valid = candidate.valid_cuts();
             let end = fold_end(&candidate, &active, &valid);
             let cut = candidate.fold_cut(end, &valid, tokens, target);
-            if candidate.folds_anything(cut) {
+            let folding = candidate.foldable_tokens(cut);
+            let gain = before - tokens + folding - candidate.summary_growth(folding);
+            if candidate.folds_anything(cut) && (must || gain >= config.min_gain_tokens()) {
                 return Step::Wait(Pending::new(self, candidate, cut, offloaded));
             }
             tokens = candidate.tokens();
         }
-        if offloaded.is_empty() || (!must && before - tokens <= 0) {
+        // Like the progressive policy, rewrite the view's middle only for a worthwhile gain.
+        if offloaded.is_empty() || (!must && before - tokens < config.min_gain_tokens()) {
             return Step::Go(self);
         }
         self.accept(candidate, offloaded);
@@ -176,8 +179,10 @@ const CURRENT_EXCHANGES: usize = 4;
 
 /// `active[i]`: live item `i` is active (in the current turn, or inside the active episode),
 /// and no pass touches it. The current turn starts at the last user message, or at the fourth
-/// newest tool call when that is later.
-fn active_items(work: &Working<'_>) -> Vec<bool> {
+/// newest tool call when that is later; its results older than the newest count only as far as
+/// they fit `cap` tokens together (newest first), so that a turn of large results does not keep
+/// the view at the trigger.
+fn active_items(work: &Working<'_>, cap: i64) -> Vec<bool> {
     let live = &work.live;
     let user = live
         .iter()
@@ -192,9 +197,21 @@ fn active_items(work: &Working<'_>) -> Vec<bool> {
         .map_or(0, |(i, _)| i);
     let turn = user.max(calls);
     let episodes = episode_spans(work);
-    (0..live.len())
+    let mut active: Vec<bool> = (0..live.len())
         .map(|i| i >= turn || episodes[i] == Span::Active)
-        .collect()
+        .collect();
+    let mut results = (turn..live.len())
+        .rev()
+        .filter(|&i| is_tool_result(live[i].event));
+    let newest = results.next();
+    let mut held = newest.map_or(0, |i| live[i].tokens);
+    for i in results {
+        held += live[i].tokens;
+        if held > cap && episodes[i] != Span::Active {
+            active[i] = false;
+        }
+    }
+    active
 }
 
 /// Where an item stands with respect to the episodes.

@@ -209,6 +209,7 @@ impl<'c> MemorySession<'c> {
             format: Format::Openai,
             mode: Mode::Auto,
             overflow_retry: 0,
+            condensation: None,
             now: Utc::now(),
         })
         .expect("compaction");
@@ -591,6 +592,7 @@ impl Service {
             format: Format::Openai,
             mode: Mode::Auto,
             overflow_retry: 0,
+            condensation: None,
             now: Utc::now(),
         })
         .expect("compaction");

@@ -21,6 +21,7 @@ use summary::SummaryKey;
 use crate::domain::compaction::{
     unrecorded_id, CompactionRecord, FallbackReason, Mode, Tier, ViewMessage,
 };
+use crate::domain::condensation::Condensation;
 use crate::domain::session::Session;
 use crate::domain::state::CompactionState;
 use crate::domain::state::SummaryJob;
@@ -33,7 +34,7 @@ use crate::summarize::{Summarizer, SummaryOutcome, SummaryRequest};
 const ATTEMPTS: usize = 8;
 
 /// What the caller asked for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CompactRequest {
     /// The format the view is rendered in: it decides which reasoning is sent back.
     pub format: Format,
@@ -44,6 +45,8 @@ pub struct CompactRequest {
     /// The longest a summariser may take for this request (it never takes longer than the
     /// operator's timeout either): past it, the deterministic summary is used.
     pub summary_deadline: Duration,
+    /// The agent's condensation to take instead of compacting by the policy.
+    pub condensation: Option<Arc<Condensation>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -124,7 +127,7 @@ where
             summarizer: summarizer.clone(),
             session,
             stored,
-            request,
+            request: request.clone(),
             started,
         };
         let present = Arc::clone(&present);
@@ -181,7 +184,7 @@ impl Job {
         summaries: &mut Summaries,
         present: &dyn Fn(Presented<'_, '_>) -> V,
     ) -> Result<Attempt<V>, CompactError> {
-        let (session, state, request) = (&self.session, &self.stored.state, self.request);
+        let (session, state, request) = (&self.session, &self.stored.state, &self.request);
         let (events, fragments, view_prepared) = view.parts();
         let head_seq = events
             .last()
@@ -198,6 +201,7 @@ impl Job {
             format: request.format,
             mode: request.mode,
             overflow_retry: request.overflow_retry,
+            condensation: request.condensation.as_deref(),
             now: Utc::now(),
         })?;
         // With a model, a fold takes the summary prepared for it. While it is being prepared,

@@ -215,6 +215,8 @@ pub enum Trigger {
     Auto,
     Manual,
     OverflowRetry,
+    /// The agent's own condensation (`POST /sessions/{id}/condense`).
+    Condense,
 }
 
 /// One message of a view, before it is rendered for a provider. It borrows what it shows from

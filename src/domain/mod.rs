@@ -3,6 +3,7 @@
 
 pub mod append;
 pub mod compaction;
+pub mod condensation;
 pub mod content;
 pub mod episodes;
 pub mod event;

@@ -78,6 +78,9 @@ pub struct CompactionState {
     pub last_compaction_id: Option<Uuid>,
     #[serde(default)]
     pub last_view: LastView,
+    /// The agent's last condensation, shown after the summary (`POST /sessions/{id}/condense`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::domain::condensation::Memory>,
 }
 
 impl Default for CompactionState {
@@ -93,6 +96,7 @@ impl Default for CompactionState {
             calibration_samples: 0,
             last_compaction_id: None,
             last_view: LastView::default(),
+            memory: None,
         }
     }
 }

@@ -30,6 +30,10 @@ pub enum Step<'a> {
 /// Runs one compaction as far as it goes without a summary.
 pub fn compact(input: EngineInput<'_>) -> Result<Step<'_>, EngineError> {
     let mut run = Run::start(input)?;
+    if let Some(condensation) = run.input.condensation {
+        run.condense(condensation);
+        return Ok(Step::Done(run.finish()));
+    }
     match run.input.overflow_retry {
         0 => match run.policy_step() {
             progressive::Step::Go(go) => run = go,

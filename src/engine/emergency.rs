@@ -75,6 +75,12 @@ pub(super) fn emergency(
         }
     }
     shrink_summary(work, room);
+    // The agent's condensation goes before anything pinned is reduced: the window cannot hold
+    // it with what the user pinned.
+    if work.tokens() > room && work.memory.is_some() {
+        work.memory = None;
+        work.memory_message = None;
+    }
     // Last resort: even the pinned items and system prompts (and whatever else a fold kept,
     // such as the episodic policy's first user request) do not fit in full.
     for projection in [Projection::Preview, Projection::Reference] {

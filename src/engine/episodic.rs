@@ -26,6 +26,7 @@ use super::run::{Pending, Run};
 use super::view;
 use super::working::{always_kept, is_tool_result, offloaded_item, Working};
 use crate::domain::compaction::{Mode, OffloadedItem, Projection, Reason, Tier};
+use crate::domain::condensation::{Condensation, Memory};
 use crate::domain::episodes::{Episode, Episodes};
 use crate::domain::event::{EpisodeKind, EventBody, Role};
 use crate::domain::session::SessionConfig;
@@ -150,6 +151,43 @@ impl<'a> Run<'a> {
         }
         self.accept(candidate, offloaded);
         Step::Go(self)
+    }
+
+    /// Takes the agent's condensation as the session's memory item, in place of any earlier
+    /// one, and archives the completed tool exchanges it covers: every answered result but those
+    /// of the newest four exchanges and of the active episode. User messages, pinned items and
+    /// the observations themselves (recallable by reference) stay.
+    pub(super) fn condense(&mut self, condensation: &Condensation) {
+        let id = self.input.compaction_id;
+        let work = &mut self.work;
+        let spans = episode_spans(work);
+        let newest = work
+            .live
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, l)| !l.event.body.tool_calls().is_empty())
+            .nth(CURRENT_EXCHANGES - 1)
+            .map_or(0, |(i, _)| i);
+        let mut offloaded = Vec::new();
+        for (i, &span) in spans.iter().enumerate().take(newest) {
+            let item = &work.live[i];
+            if span != Span::Active
+                && is_tool_result(item.event)
+                && !always_kept(item.event)
+                && item.projection != Projection::Reference
+            {
+                archive(work, i, Reason::ArchivedToolExchange, id, &mut offloaded);
+            }
+        }
+        work.set_memory(Memory {
+            condensation: condensation.clone(),
+            compaction_id: id,
+            head_seq: self.input.head_seq,
+        });
+        self.offloaded.extend(offloaded);
+        self.preserved_tail = self.work.full_seqs();
+        self.acted = true;
     }
 
     /// Shows every tool result over the observation cap as its head and tail.

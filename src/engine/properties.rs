@@ -5,12 +5,13 @@ use std::collections::HashSet;
 use proptest::prelude::*;
 
 use super::render::{render_anthropic, render_openai, render_responses};
-use super::tests::{config, run_with, Log};
+use super::tests::{config, run_full, run_with, Log, Run};
 use super::validate::{validate_anthropic, validate_openai, validate_responses};
 use crate::domain::compaction::{
     is_unknown, Anchors, FallbackReason, Mode, Projection, Reason, SummarizerInfo,
     SummarizerOutcome, Summary, Tier, ViewMessage,
 };
+use crate::domain::condensation::Condensation;
 use crate::domain::episodes::Episodes;
 use crate::domain::event::{EpisodeKind, EventBody};
 use crate::domain::session::Policy;
@@ -46,6 +47,8 @@ enum Step {
     /// A call with thinking and reasoning before it (of the given size), answered by a
     /// screenshot of the given width.
     Screenshot(usize, u32),
+    /// The agent's condensation with this many completed-work entries.
+    Condense(usize),
 }
 
 /// The base64 of a PNG's signature and header for a `width` × 800 image: enough to read its
@@ -126,6 +129,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (1u8..=2).prop_map(Step::Overflow),
         1 => prop_oneof![Just(0.8), Just(1.0), Just(1.3), Just(2.5)].prop_map(Step::Usage),
         2 => (1usize..3_000, 100u32..2_000).prop_map(|(n, w)| Step::Screenshot(n, w)),
+        1 => (0usize..20).prop_map(Step::Condense),
     ]
 }
 
@@ -269,12 +273,23 @@ proptest! {
                     state.calibrate((ours as f64 * factor).ceil() as i64, ours);
                 }
                 _ => {
-                    let (mode, overflow) = match step {
-                        Step::Overflow(n) => (Mode::Auto, *n),
-                        Step::Compact(mode) => (*mode, 0),
+                    let (mode, overflow, condensation) = match step {
+                        Step::Overflow(n) => (Mode::Auto, *n, None),
+                        Step::Compact(mode) => (*mode, 0, None),
+                        Step::Condense(n) => (Mode::Auto, 0, Some(Condensation {
+                            milestone: format!("milestone {i}"),
+                            completed_work: (0..*n).map(|k| text(40, k)).collect(),
+                            strategies: vec![],
+                            environment_changes: vec![],
+                            constraints: vec![],
+                            open_questions: vec![],
+                            references: vec![],
+                        })),
                         _ => unreachable!(),
                     };
-                    let out = run_with(&cfg, &state, &log, tools, mode, overflow, &|r| summarise(summariser, r)).unwrap();
+                    let asked = Run { mode, overflow_retry: overflow, condensation: condensation.as_ref() };
+                    // A condensation has no active episode to wait for here: the engine takes it.
+                    let out = run_full(&cfg, &state, &log, tools, asked, &|r| summarise(summariser, r)).unwrap();
                     let r = &out.record;
                     prop_assert!(r.tokens_after <= i64::from(window),
                         "over budget: {} > {window} ({:?})", r.tokens_after, r.tier);
@@ -302,7 +317,7 @@ proptest! {
                         let untouched = r.summarized_seqs.is_empty() && r.evicted_seqs.is_empty()
                             && r.offloaded.iter().all(|o| o.seq > newest)
                             && out.state.summary_cap == state.summary_cap;
-                        if untouched && mode == Mode::Auto && overflow == 0 {
+                        if untouched && mode == Mode::Auto && overflow == 0 && condensation.is_none() {
                             // Reasoning is sent with the current turn only, as providers take it.
                             let key = |m: &ViewMessage<'_>| (m.seq, m.role, m.content.to_string(), m.projection, m.tool_calls.to_vec());
                             let now: Vec<_> = out.messages.iter().take(before.len()).map(key).collect();
@@ -310,7 +325,7 @@ proptest! {
                             prop_assert!(now == then, "the view changed before its end ({:?})", r.tier);
                         }
                     }
-                    if mode == Mode::Auto && overflow == 0 {
+                    if mode == Mode::Auto && overflow == 0 && condensation.is_none() {
                         previous = Some(out.messages.clone());
                     }
                     membership.extend(r.offloaded.iter().map(|o| o.seq));

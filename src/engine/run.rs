@@ -12,6 +12,7 @@ use crate::domain::compaction::{
     CompactionRecord, Mode, OffloadedItem, Projection, Reason, Repairs, SummarizerInfo, Tier,
     Trigger, ViewMessage,
 };
+use crate::domain::condensation::Condensation;
 use crate::domain::event::Event;
 use crate::domain::session::SessionConfig;
 use crate::domain::state::{CompactionState, FoldedRange, LastView, Reduced};
@@ -37,6 +38,8 @@ pub struct EngineInput<'a> {
     pub mode: Mode,
     /// 0, or 1 / 2 after a provider rejected the previous view for its length.
     pub overflow_retry: u8,
+    /// The agent's condensation to take instead of compacting by the policy.
+    pub condensation: Option<&'a Condensation>,
     pub now: DateTime<Utc>,
 }
 
@@ -209,6 +212,7 @@ impl<'a> Run<'a> {
         let utilization = config.utilization(before_tokens, calibration, input.tools_tokens);
         let mut tier = Tier::for_utilization(utilization, &config.thresholds);
         let trigger = match (input.overflow_retry, input.mode) {
+            _ if input.condensation.is_some() => Trigger::Condense,
             (1.., _) => Trigger::OverflowRetry,
             (_, Mode::Force) => Trigger::Manual,
             _ => Trigger::Auto,
@@ -218,6 +222,7 @@ impl<'a> Run<'a> {
         }
         let settled = input.mode == Mode::Auto
             && input.overflow_retry == 0
+            && input.condensation.is_none()
             && input.state.last_compaction_id.is_some()
             && input.head_seq == input.state.last_view.head_seq
             && before_tokens <= room;
@@ -318,6 +323,7 @@ impl<'a> Run<'a> {
         };
         let mut state = input.state.clone();
         if acted {
+            state.memory = work.memory.clone();
             state.checkpoint_seq = work.checkpoint;
             state.summary = work.summary.clone();
             state.summary_tokens = work.summary_message.as_ref().map_or(0, |m| m.tokens);

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::{compact, EngineError, EngineInput, EngineOutput, Step};
 use crate::domain::compaction::{FallbackReason, Mode, Projection, Tier, ViewMessage};
+use crate::domain::condensation::Condensation;
 use crate::domain::event::{Event, EventInput};
 use crate::domain::session::SessionConfig;
 use crate::domain::state::CompactionState;
@@ -115,6 +116,35 @@ pub(super) fn run_with(
     overflow_retry: u8,
     summarize: &dyn Fn(SummaryRequest<'_>) -> SummaryOutcome,
 ) -> Result<EngineOutput<'static>, EngineError> {
+    let run = Run {
+        mode,
+        overflow_retry,
+        condensation: None,
+    };
+    run_full(config, state, log, tools_tokens, run, summarize)
+}
+
+/// What a compaction is asked for.
+pub(super) struct Run<'c> {
+    pub mode: Mode,
+    pub overflow_retry: u8,
+    pub condensation: Option<&'c Condensation>,
+}
+
+/// [`run_with`], with the agent's condensation when there is one.
+pub(super) fn run_full(
+    config: &SessionConfig,
+    state: &CompactionState,
+    log: &Log,
+    tools_tokens: i64,
+    run: Run<'_>,
+    summarize: &dyn Fn(SummaryRequest<'_>) -> SummaryOutcome,
+) -> Result<EngineOutput<'static>, EngineError> {
+    let Run {
+        mode,
+        overflow_retry,
+        condensation,
+    } = run;
     let events = log.view_events(state);
     let step = compact(EngineInput {
         session_id: Uuid::nil(),
@@ -127,6 +157,7 @@ pub(super) fn run_with(
         format: crate::engine::render::Format::Raw,
         mode,
         overflow_retry,
+        condensation,
         now: Utc::now(),
     })?;
     let out = match step {

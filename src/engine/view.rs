@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::fmt::Write;
 
 use crate::domain::compaction::{Projection, Summary, ViewMessage, NOT_AVAILABLE};
+use crate::domain::condensation::Memory;
 use crate::domain::content::Part;
 use crate::domain::event::{Event, EventBody, Role, ToolCall};
 use crate::domain::{observation, text};
@@ -317,6 +318,25 @@ pub fn summary_message(
     };
     message.tokens = message.cost(tokenizer);
     Some(message)
+}
+
+/// The memory message: the agent's last condensation, shown right after the summary.
+pub fn memory_message(memory: &Memory, tokenizer: Tokenizer) -> ViewMessage<'static> {
+    let mut message = ViewMessage {
+        seq: None,
+        role: Role::User,
+        content: Cow::Owned(memory.condensation.render()),
+        tool_calls: Cow::Borrowed(&[]),
+        parts: Cow::Borrowed(&[]),
+        reasoning: false,
+        tool_call_id: None,
+        name: None,
+        is_error: false,
+        projection: Projection::Summary,
+        tokens: 0,
+    };
+    message.tokens = message.cost(tokenizer);
+    message
 }
 
 /// A result for a call whose result is not in the view.

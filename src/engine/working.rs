@@ -9,6 +9,7 @@ use super::render::Format;
 use super::repair::{self, Pairing};
 use super::view;
 use crate::domain::compaction::{OffloadedItem, Projection, Reason, Repairs, Summary, ViewMessage};
+use crate::domain::condensation::Memory;
 use crate::domain::content::Part;
 use crate::domain::event::{Event, EventBody, Role};
 use crate::domain::pairing::OpenCalls;
@@ -105,6 +106,9 @@ pub(super) struct Working<'a> {
     pub(super) summary_message: Option<ViewMessage<'static>>,
     /// How many characters of the summary message an emergency left (see `shrink_summary`).
     pub(super) summary_cap: Option<usize>,
+    /// The agent's last condensation and its message, shown right after the summary.
+    pub(super) memory: Option<Memory>,
+    pub(super) memory_message: Option<ViewMessage<'static>>,
     /// Events a fold keeps in full besides the always kept ones (the episodic policy's first
     /// and most recent user requests).
     pub(super) keep_in_fold: Vec<i64>,
@@ -184,7 +188,12 @@ impl<'a> Working<'a> {
             summary_message: None,
             summary_cap: state.summary_cap,
             keep_in_fold: Vec::new(),
+            memory: None,
+            memory_message: None,
         };
+        if let Some(memory) = &state.memory {
+            working.set_memory(memory.clone());
+        }
         // The stored cost spares recounting the summary on calls that change nothing.
         working.summary_message = working
             .build_summary_message(false)
@@ -202,6 +211,12 @@ impl<'a> Working<'a> {
             Tokenizer::Chars4
         };
         view::summary_message(&self.summary, self.summary_max_chars, tokenizer)
+    }
+
+    /// Shows `memory` after the summary, in place of any earlier one.
+    pub(super) fn set_memory(&mut self, memory: Memory) {
+        self.memory_message = Some(view::memory_message(&memory, self.tokenizer));
+        self.memory = Some(memory);
     }
 
     pub(super) fn refresh_summary_message(&mut self) {
@@ -231,13 +246,14 @@ impl<'a> Working<'a> {
     pub(super) fn render(&self) -> (Vec<ViewMessage<'a>>, Repairs, i64) {
         let mut messages = Vec::with_capacity(self.kept.len() + self.live.len() + 1);
         messages.extend(self.in_order().map(Live::message));
-        // The summary goes right after the leading system prompts.
-        if let Some(summary) = &self.summary_message {
-            let at = messages
-                .iter()
-                .take_while(|m| m.role == Role::System)
-                .count();
-            messages.insert(at, summary.clone());
+        // The summary and the memory go right after the leading system prompts.
+        let at = messages
+            .iter()
+            .take_while(|m| m.role == Role::System)
+            .count();
+        let heads = [&self.summary_message, &self.memory_message];
+        for (i, message) in heads.into_iter().flatten().enumerate() {
+            messages.insert(at + i, message.clone());
         }
         let (messages, repairs) = repair::repair(messages, self.tokenizer);
         let tokens = messages.iter().map(|m| m.tokens).sum();
@@ -263,7 +279,8 @@ impl<'a> Working<'a> {
             .map(|call| view::placeholder_result(call, None, self.tokenizer).tokens)
             .sum();
         let summary = self.summary_message.as_ref().map_or(0, |m| m.tokens);
-        shown + placeholders + summary
+        let memory = self.memory_message.as_ref().map_or(0, |m| m.tokens);
+        shown + placeholders + summary + memory
     }
 
     /// Where the live items may be cut so that no tool call is separated from its results:

@@ -1,5 +1,6 @@
-//! `/sessions/{id}/compact`, `/compactions` and `/usage`: the view to send, the records that
-//! explain it, and the provider's real counts that calibrate it.
+//! `/sessions/{id}/compact`, `/condense`, `/compactions` and `/usage`: the view to send, the
+//! agent's own condensation, the records that explain them, and the provider's real counts that
+//! calibrate them.
 
 use axum::extract::{Path, Query, State};
 use axum::http::header;
@@ -16,6 +17,8 @@ use super::extract;
 use super::AppState;
 use crate::compaction::{self, CompactError, CompactRequest, Presented};
 use crate::domain::compaction::{unrecorded_estimate, CompactionRecord, Mode};
+use crate::domain::condensation::Condensation;
+use crate::domain::episodes::Episodes;
 use crate::domain::state::{calibration_sample, MAX_CALIBRATION_SAMPLE, MIN_CALIBRATION_SAMPLE};
 use crate::domain::FieldError;
 use crate::engine::render::{Format, ReusingView};
@@ -27,6 +30,7 @@ const MAX_PAGE: u32 = 200;
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(compact))
+        .routes(routes!(condense))
         .routes(routes!(list_compactions))
         .routes(routes!(get_compaction))
         .routes(routes!(record_usage))
@@ -112,6 +116,7 @@ async fn compact(
         tools_tokens: tools_tokens(tokenizer, &body.tools).await?,
         // A summary must come back well before the request times out.
         summary_deadline: state.limits.request_timeout * 2 / 3,
+        condensation: None,
     };
     let format = body.format;
     let answer = compaction::compact_session(
@@ -121,6 +126,78 @@ async fn compact(
         id,
         request,
         move |presented| answer(format, presented),
+    )
+    .await
+    .map_err(|e| compact_error(e, id))?
+    .map_err(|e| ApiError::Internal(format!("writing the answer: {e}")))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], answer).into_response())
+}
+
+/// Take the agent's own condensation at a milestone.
+///
+/// No model is asked. The condensation becomes the session's one memory item, shown right after
+/// the summary in every view (a later one replaces it), and the completed tool exchanges it
+/// covers are archived: every answered result but those of the newest four exchanges and of
+/// an active episode, each left as one line with its `observation://` reference. User messages
+/// and pinned items stay. Refused while an episode is active: condense at its end.
+#[utoipa::path(post, path = "/sessions/{id}/condense", tag = "compaction",
+    operation_id = "record_condensation",
+    params(("id" = Uuid, Path, description = "The session id")),
+    request_body(content = Condensation, example = json!({"milestone": "the parser handles the new grammar",
+        "completed_work": ["ported src/parse.rs to the new grammar"],
+        "strategies": [{"approach": "a hand-written lexer", "outcome": "too slow; replaced by logos"}],
+        "constraints": ["never change the public API"], "references": ["observation://42", "src/parse.rs"]})),
+    responses(
+        (status = 200, description = "The record of the condensation", body = CompactionRecord),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "An episode is active", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An invalid field: at most 20 entries a list, 1,000 characters an entry, \
+            2,000 tokens in all; references are observation URIs or workspace-relative paths",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Concurrent compactions kept conflicting; retry", body = Problem,
+            content_type = "application/problem+json")
+    ))]
+async fn condense(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    extract::Json(body): extract::Json<Condensation>,
+) -> Result<Response, ApiError> {
+    let tokenizer = state
+        .tokenizer_of(id)
+        .await?
+        .ok_or_else(|| ApiError::session_not_found(id))?;
+    let errors = body.validate(tokenizer);
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let episodes = Episodes::from_events(&state.store.episode_events(id).await?);
+    if let Some(active) = episodes.active() {
+        return Err(ApiError::Conflict {
+            detail: format!(
+                "episode `{}` (started at seq {}) is active: condense once it has ended",
+                active.name, active.start_seq
+            ),
+            head_seq: None,
+            seq: Some(active.start_seq),
+        });
+    }
+    let request = CompactRequest {
+        format: Format::Raw,
+        mode: Mode::Auto,
+        overflow_retry: 0,
+        tools_tokens: 0,
+        summary_deadline: state.limits.request_timeout * 2 / 3,
+        condensation: Some(std::sync::Arc::new(body)),
+    };
+    let answer = compaction::compact_session(
+        state.store.clone(),
+        state.summarizer.clone(),
+        &state.view_cache,
+        id,
+        request,
+        |presented| serde_json::to_vec(presented.record),
     )
     .await
     .map_err(|e| compact_error(e, id))?

@@ -173,6 +173,7 @@ async fn append_turn(
             overflow_retry: 0,
             tools_tokens: tools_tokens(tokenizer, &body.tools).await?,
             summary_deadline: state.limits.request_timeout * 2 / 3,
+            condensation: None,
         },
         usage_input_tokens,
     };

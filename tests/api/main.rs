@@ -6,6 +6,7 @@ mod support;
 mod client;
 mod compaction;
 mod concurrency;
+mod condense;
 mod deploy;
 mod episodes;
 mod errors;

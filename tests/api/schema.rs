@@ -351,6 +351,21 @@ on_both_backends! {
             "/tools/recall_observation?format=xml", None).await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
 
+        // The agent's condensation.
+        let condense = format!("{s}/condense");
+        for (body, status) in [
+            (json!({"milestone": "the bug is found", "completed_work": ["read the parser"],
+                "strategies": [{"approach": "bisect", "outcome": "found it"}],
+                "references": ["observation://6", "src/parse.rs"]}), StatusCode::OK),
+            (json!({"milestone": "m", "references": ["/etc/passwd"]}), StatusCode::UNPROCESSABLE_ENTITY),
+        ] {
+            let r = call(&app, spec, "post", "/sessions/{id}/condense", &condense, Some(body)).await;
+            assert_eq!(r.status, status, "{}", r.body);
+        }
+        let r = call(&app, spec, "post", "/sessions/{id}/condense",
+            &format!("/sessions/{ghost}/condense"), Some(json!({"milestone": "m"}))).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+
         // Calibration.
         let usage = format!("{s}/usage");
         let cid = records[0]["id"].clone();
@@ -372,6 +387,7 @@ on_both_backends! {
             ("/sessions/{id}/usage", usage.clone()),
             ("/sessions/{id}/turn", turn.clone()),
             ("/sessions/{id}/recall", recall.clone()),
+            ("/sessions/{id}/condense", condense.clone()),
         ] {
             for (content_type, body, status) in [
                 ("application/json", "{", StatusCode::BAD_REQUEST),

@@ -11,6 +11,7 @@ use super::error::{ApiError, Problem};
 use super::extract;
 use super::AppState;
 use crate::domain::compaction::{Anchors, ItemState, Tier};
+use crate::domain::condensation::Condensation;
 use crate::domain::episodes::{Episode, Episodes};
 use crate::engine::report::{self, ContextItem, ContextTotals, PageQuery};
 
@@ -44,6 +45,9 @@ pub struct ContextResponse {
     pub checkpoint_seq: i64,
     pub summary: String,
     pub anchors: Anchors,
+    /// The agent's last condensation (`POST /sessions/{id}/condense`), shown after the summary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Condensation>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_compaction_id: Option<Uuid>,
     /// Over every item, whatever the filters.
@@ -165,6 +169,7 @@ async fn context(
         checkpoint_seq: stored.checkpoint_seq,
         summary: stored.summary.text,
         anchors: stored.summary.anchors,
+        memory: stored.memory.map(|m| m.condensation),
         last_compaction_id: stored.last_compaction_id,
         totals,
         episodes,

@@ -49,6 +49,9 @@ on_both_backends! {
         assert!(text.contains("a hand-written lexer → too slow; replaced by logos"));
         assert!(text.contains("[read result archived, 2000 characters; recall observation://3]"), "{text}");
 
+        let context = app.get(&format!("/sessions/{id}/context")).await.body;
+        assert_eq!(context["memory"]["milestone"], "the lexer is ported", "{context}");
+
         // A second condensation replaces the first.
         let reply = app.post(&format!("/sessions/{id}/condense"), &condensation("the parser is ported")).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);

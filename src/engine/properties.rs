@@ -312,11 +312,12 @@ proptest! {
                     // Between compactions that act on old items, the view only grows at its end.
                     if let Some(before) = previous.take() {
                         let newest = before.iter().filter_map(|m| m.seq).max().unwrap_or(0);
-                        // A summary cut shorter (the emergency's last resort) is an old item
-                        // changed, as much as a fold.
+                        // A summary cut shorter or the memory dropped (the emergency's last
+                        // resorts) is an old item changed, as much as a fold.
                         let untouched = r.summarized_seqs.is_empty() && r.evicted_seqs.is_empty()
                             && r.offloaded.iter().all(|o| o.seq > newest)
-                            && out.state.summary_cap == state.summary_cap;
+                            && out.state.summary_cap == state.summary_cap
+                            && out.state.memory == state.memory;
                         if untouched && mode == Mode::Auto && overflow == 0 && condensation.is_none() {
                             // Reasoning is sent with the current turn only, as providers take it.
                             let key = |m: &ViewMessage<'_>| (m.seq, m.role, m.content.to_string(), m.projection, m.tool_calls.to_vec());

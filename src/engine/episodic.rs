@@ -17,7 +17,15 @@
 //! When the view is still over the room after passes 1 and 2, the current turn's answered
 //! results but the newest are archived too before anything is folded or truncated.
 //!
+//! The current turn is the last user message on, or the four newest tool calls when that is
+//! shorter (an agent's loop after one request is not all current), its results older than the
+//! newest only within the tail's cap. Like the progressive policy, a compaction rewrites the
+//! view's middle only for a worthwhile gain unless the view does not fit.
+//!
 //! History without episodes is one long exploration of unknown dependencies: passes 1 and 3.
+//!
+//! The agent's own condensation (`POST /sessions/{id}/condense`) is taken here too, whatever
+//! the policy: see `Run::condense`.
 
 use std::collections::HashSet;
 
@@ -290,7 +298,6 @@ fn archivable(work: &Working<'_>, active: &[bool], i: usize) -> bool {
     let item = &work.live[i];
     !active[i]
         && !always_kept(item.event)
-        && item.projection != Projection::Reference
         && matches!(item.projection, Projection::Full | Projection::Preview)
 }
 

@@ -125,6 +125,10 @@ pub struct SynthArgs {
     /// Where to write the planted facts, for `ctxd replay --facts`.
     #[arg(long)]
     pub facts: Option<std::path::PathBuf>,
+    /// Annotate a coding session with exploration and action episodes (`episode_start` and
+    /// `episode_end` events among the chat messages, which `ctxd replay` appends as events).
+    #[arg(long)]
+    pub episodes: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -142,7 +142,13 @@ fn synth(args: SynthArgs) -> Result<(), String> {
         "support" => Kind::Support,
         other => return Err(format!("unknown kind `{other}`: coding or support")),
     };
-    let session = synth(kind, args.turns, args.seed);
+    let mut session = synth(kind, args.turns, args.seed);
+    if args.episodes {
+        if kind != Kind::Coding {
+            return Err("--episodes annotates coding sessions only".into());
+        }
+        session.messages = ctxd::replay::synth::with_episodes(session.messages);
+    }
     let lines: Vec<String> = session.messages.iter().map(|m| m.to_string()).collect();
     std::fs::write(&args.out, lines.join("\n") + "\n")
         .map_err(|e| format!("{}: {e}", args.out.display()))?;

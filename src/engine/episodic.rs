@@ -3,11 +3,11 @@
 //! active. When the view reaches the trigger (or the caller forces it), passes run in order,
 //! each stopping as soon as the view is down to the target:
 //!
-//! 1. completed tool exchanges outside episodes and the current turn, by their tool's priority
-//!    (writes and edits, then reads, then shell output and errors), oldest first within a
-//!    priority: each result becomes one line naming the tool and its `observation://`
-//!    reference. Exchanges inside an episode leave with their episode, in pass 2, so that an
-//!    exploration an action depends on is not taken before the action;
+//! 1. completed tool exchanges outside completed episodes and the active items, by their tool's
+//!    priority (writes and edits, then reads, then shell output and errors), oldest first
+//!    within a priority: each result becomes one line naming the tool and its `observation://`
+//!    reference. Exchanges inside a completed episode leave with their episode, in pass 2, so
+//!    that an exploration an action depends on is not taken before the action;
 //! 2. completed episodes, actions first, then explorations: an exploration once every action
 //!    depending on it is archived, those nothing depends on first. An archived episode's items
 //!    are shown by reference; its conclusion (the `episode_end`) stays in full;
@@ -225,9 +225,9 @@ const CURRENT_EXCHANGES: usize = 4;
 
 /// `active[i]`: live item `i` is active (in the current turn, or inside the active episode),
 /// and no pass touches it. The current turn starts at the last user message, or at the fourth
-/// newest tool call when that is later; its results older than the newest count only as far as
-/// they fit `cap` tokens together (newest first), so that a turn of large results does not keep
-/// the view at the trigger.
+/// newest tool call when that is later. Active results older than the newest count only as far
+/// as they fit `cap` tokens together (newest first), so that a turn or a long episode of large
+/// results does not keep the view at the trigger.
 fn active_items(work: &Working<'_>, cap: i64) -> Vec<bool> {
     let live = &work.live;
     let user = live
@@ -246,14 +246,14 @@ fn active_items(work: &Working<'_>, cap: i64) -> Vec<bool> {
     let mut active: Vec<bool> = (0..live.len())
         .map(|i| i >= turn || episodes[i] == Span::Active)
         .collect();
-    let mut results = (turn..live.len())
+    let results: Vec<usize> = (0..live.len())
         .rev()
-        .filter(|&i| is_tool_result(live[i].event));
-    let newest = results.next();
-    let mut held = newest.map_or(0, |i| live[i].tokens);
-    for i in results {
+        .filter(|&i| active[i] && is_tool_result(live[i].event))
+        .collect();
+    let mut held = results.first().map_or(0, |&i| live[i].tokens);
+    for &i in results.iter().skip(1) {
         held += live[i].tokens;
-        if held > cap && episodes[i] != Span::Active {
+        if held > cap {
             active[i] = false;
         }
     }
@@ -337,8 +337,10 @@ fn archive_exchanges(
     offloaded: &mut Vec<OffloadedItem>,
 ) {
     let spans = episode_spans(work);
+    // The active episode's results beyond the active ones go by priority too: its completed
+    // exchanges are not waited for until it ends.
     let mut order: Vec<(u8, usize)> = (0..work.live.len())
-        .filter(|&i| spans[i] == Span::Outside)
+        .filter(|&i| spans[i] != Span::Completed)
         .filter(|&i| is_tool_result(work.live[i].event) && archivable(work, active, i))
         .map(|i| {
             let EventBody::Message(m) = &work.live[i].event.body else {

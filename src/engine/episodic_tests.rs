@@ -167,9 +167,10 @@ async fn the_current_turn_and_the_active_episode_stay() {
     assert_eq!(below.record.tier, Tier::None);
     assert!(!below.changed);
     start(&mut log, "survey", "exploration", &[]);
-    let in_episode = exchange(&mut log, "s", "read", 20_000);
+    // Within the tail's cap together (0.15 of the room: 2,850 tokens).
+    let in_episode = exchange(&mut log, "s", "read", 4_000);
     log.user("Keep going.");
-    let in_turn = exchange(&mut log, "t", "read", 20_000);
+    let in_turn = exchange(&mut log, "t", "read", 4_000);
     let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Force, 0)
         .await
         .unwrap();
@@ -180,18 +181,45 @@ async fn the_current_turn_and_the_active_episode_stay() {
         out.record
     );
     for seq in [in_episode, in_turn] {
-        // Shown whole but for the observation cap (head and tail), never archived.
-        assert_eq!(
-            projection(&out, seq),
-            Some(Projection::Preview),
-            "seq {seq}"
-        );
-        assert_ne!(
-            out.state.reduced.get(&seq).map(|r| r.reason),
-            Some(Reason::ArchivedToolExchange)
-        );
+        assert_eq!(projection(&out, seq), Some(Projection::Full), "seq {seq}");
     }
     assert!(out.record.tokens_after <= 20_000);
+
+    // A long active episode's older results beyond the cap are not held: they go by priority.
+    let more: Vec<i64> = (0..4)
+        .map(|i| exchange(&mut log, &format!("m{i}"), "read", 8_000))
+        .collect();
+    let out = run(&cfg, &out.state, &log, 0, Mode::Force, 0)
+        .await
+        .unwrap();
+    assert_eq!(
+        projection(&out, more[3]),
+        Some(Projection::Full),
+        "the newest stays"
+    );
+    let archived = out.state.reduced.get(&in_episode).map(|r| r.reason);
+    assert!(
+        archived == Some(Reason::ArchivedToolExchange)
+            || out.record.summarized_seqs.contains(&in_episode),
+        "archived, then folded by the forced compaction: {archived:?}"
+    );
+}
+
+/// A result larger than the observation cap is its head and tail even while current.
+#[tokio::test]
+async fn an_observation_over_the_cap_is_an_excerpt_while_current() {
+    let cfg = config(20_000);
+    let mut log = Log::default();
+    log.user("Read the big one.");
+    let big = exchange(&mut log, "b", "read", 20_000);
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Force, 0)
+        .await
+        .unwrap();
+    assert_eq!(projection(&out, big), Some(Projection::Preview));
+    assert_ne!(
+        out.state.reduced.get(&big).map(|r| r.reason),
+        Some(Reason::ArchivedToolExchange)
+    );
 }
 
 /// A result larger than the observation cap is its head and tail even while active.

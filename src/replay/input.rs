@@ -89,6 +89,8 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
                 messages.extend(anthropic(Value::Object(object)));
             }
             Some("message") | None => messages.push(chat(object)),
+            // Episodes are appended as events between turns (see `session`).
+            Some("episode_start" | "episode_end") => messages.push(Value::Object(object)),
             Some(_) => {}
         }
     }

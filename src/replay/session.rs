@@ -98,6 +98,23 @@ pub(super) async fn replay(
     // Before every assistant message, the messages since the last turn; then what is left.
     let mut pending = 0;
     for (index, message) in messages.iter().enumerate() {
+        // An episode's start or end: the turn so far first, then the event, as an agent
+        // appends it between model turns.
+        if message.get("type").is_some() {
+            if pending > 0 {
+                if let Err(e) = run.turn(pending).await {
+                    let error = format!("the turn before item {index}: {e}");
+                    run.ctxd.report.errors.push(error);
+                    break;
+                }
+                pending = 0;
+            }
+            if let Err(e) = run.event(message).await {
+                run.ctxd.report.errors.push(format!("item {index}: {e}"));
+                break;
+            }
+            continue;
+        }
         if message["role"] == "assistant" && pending > 0 {
             if let Err(e) = run.turn(pending).await {
                 let error = format!("the turn before message {index}: {e}");
@@ -122,6 +139,14 @@ pub(super) async fn replay(
 }
 
 impl Replay<'_> {
+    /// Appends a ctxd event (an episode's start or end) to the session.
+    async fn event(&mut self, event: &Value) -> Result<(), String> {
+        let url = format!("{}/sessions/{}/events", self.context.base, self.session);
+        post(self.context.client, &url, &json!({"events": [event]}))
+            .await
+            .map(|_| ())
+    }
+
     /// Sends the last `new` messages of the history as a turn, checks and measures the views
     /// that come back, and measures each baseline's view of the same history.
     async fn turn(&mut self, new: usize) -> Result<(), String> {

@@ -60,6 +60,72 @@ pub fn synth(kind: Kind, turns: usize, seed: u64) -> Synthetic {
     }
 }
 
+/// `messages` (a coding session) annotated with episodes, as ctxd events among the chat
+/// messages: reads and searches are explorations, each ending with what it read; an edit is an
+/// action on the exploration before it. Episodes start and end only before an assistant
+/// message, so that no call is parted from its results.
+pub fn with_episodes(messages: Vec<Value>) -> Vec<Value> {
+    let mut out = Vec::with_capacity(messages.len() + messages.len() / 4);
+    // The episode under way: its name, whether it is an action, and what it read.
+    let mut current: Option<(String, bool, Vec<String>)> = None;
+    let mut explored: Option<String> = None;
+    let end = |out: &mut Vec<Value>, (name, action, read): (String, bool, Vec<String>)| {
+        let conclusion = if action {
+            String::new()
+        } else {
+            format!("read {}", read.join(", "))
+        };
+        out.push(json!({"type": "episode_end", "name": name, "conclusion": conclusion}));
+        (!action).then_some(name)
+    };
+    for (i, message) in messages.into_iter().enumerate() {
+        let call = &message["tool_calls"][0]["function"];
+        let tool = call["name"].as_str().unwrap_or_default();
+        let path = serde_json::from_str::<Value>(call["arguments"].as_str().unwrap_or("{}"))
+            .ok()
+            .and_then(|a| a["path"].as_str().map(str::to_owned));
+        let explores = matches!(tool, "read_file" | "grep");
+        let acts = tool == "edit_file";
+        let in_action = current.as_ref().is_some_and(|c| c.1);
+        if (acts && !in_action) || (explores && in_action) {
+            if let Some(done) = current.take() {
+                explored = end(&mut out, done).or(explored);
+            }
+        }
+        if current.is_none() && acts {
+            if let Some(on) = &explored {
+                let name = format!("edit-{i}");
+                out.push(
+                    json!({"type": "episode_start", "name": name, "kind": "action",
+                    "dependencies": [on]}),
+                );
+                current = Some((name, true, Vec::new()));
+            }
+        } else if current.is_none() && explores {
+            let name = format!("explore-{i}");
+            out.push(
+                json!({"type": "episode_start", "name": name, "kind": "exploration",
+                "dependencies": []}),
+            );
+            current = Some((name, false, Vec::new()));
+        }
+        if let (Some((_, false, read)), Some(path)) = (&mut current, path) {
+            if !read.contains(&path) && read.len() < 8 {
+                read.push(path);
+            }
+        }
+        out.push(message);
+    }
+    // The last episode ends after the last message: its results are all in.
+    if let Some(done) = current.take() {
+        let last_is_assistant = out.last().is_some_and(|m| m["role"] == "assistant");
+        if last_is_assistant {
+            end(&mut out, done);
+        }
+    }
+    out
+}
+
 fn call(id: &str, name: &str, arguments: Value) -> Value {
     json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments.to_string()}})
 }
@@ -259,6 +325,47 @@ fn support(turns: usize, rng: &mut Rng) -> Synthetic {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The annotated session keeps the episodes' rules, so that ctxd takes every event, and
+    /// never parts a call from its results.
+    #[test]
+    fn episodes_annotate_a_coding_session_by_the_rules() {
+        use crate::domain::episodes::Episodes;
+        use crate::domain::event::{EventBody, EventInput};
+        let plain = synth(Kind::Coding, 120, 7).messages;
+        let annotated = with_episodes(plain.clone());
+        let chat: Vec<&Value> = annotated
+            .iter()
+            .filter(|m| m.get("type").is_none())
+            .collect();
+        assert_eq!(chat.len(), plain.len(), "every message is kept, in order");
+        let mut episodes = Episodes::default();
+        let mut open_calls = 0;
+        let (mut explorations, mut actions) = (0, 0);
+        for (i, item) in annotated.iter().enumerate() {
+            if item.get("type").is_none() {
+                open_calls += item["tool_calls"].as_array().map_or(0, Vec::len);
+                open_calls -= usize::from(item["role"] == "tool");
+                continue;
+            }
+            assert_eq!(open_calls, 0, "item {i} parts a call from its result");
+            let input: EventInput = serde_json::from_value(item.clone()).unwrap();
+            let body = input.validate(0).unwrap().body;
+            if let EventBody::EpisodeStart(start) = &body {
+                match start.kind {
+                    crate::domain::event::EpisodeKind::Exploration => explorations += 1,
+                    crate::domain::event::EpisodeKind::Action => actions += 1,
+                }
+            }
+            episodes
+                .apply(0, i as i64 + 1, &body)
+                .expect("the rules hold");
+        }
+        assert!(
+            explorations > 5 && actions > 5,
+            "{explorations} / {actions}"
+        );
+    }
     use crate::engine::validate::validate_openai;
 
     #[test]

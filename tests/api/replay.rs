@@ -213,3 +213,45 @@ fn synthetic_sessions_replay_with_their_planted_facts() {
     assert!(planted[0].as_u64().unwrap() >= 1, "{planted}");
     assert_eq!(report["total"]["over_budget"], 0);
 }
+
+/// `ctxd synth --episodes` writes a coding session annotated with episodes, which replay
+/// appends as events between turns: ctxd takes every one (a broken one fails the replay), and
+/// the episodic policy replays it with every must-be-0 figure at 0.
+#[test]
+fn annotated_sessions_replay_with_their_episodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("e.jsonl");
+    let status = Command::new(env!("CARGO_BIN_EXE_ctxd"))
+        .args(["synth", "--kind", "coding", "--turns", "60", "--seed", "5", "--episodes", "--out"])
+        .arg(&session)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&session).unwrap();
+    assert!(text.contains(r#""type":"episode_start""#) && text.contains(r#""kind":"action""#));
+    let replay = |file: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_ctxd"))
+            .args(["replay", "--json", "--window", "16000", "--policy", "episodic"])
+            .arg(file)
+            .output()
+            .unwrap()
+    };
+    let out = replay(&session);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for figure in ["over_budget", "invalid_views", "unexplained_items"] {
+        assert_eq!(report["total"][figure], 0, "{figure}");
+    }
+    assert!(report["total"]["errors"].as_array().unwrap().is_empty());
+
+    // An exploration that names a dependency breaks a rule: the append is refused, and the
+    // replay says so.
+    let broken = dir.path().join("broken.jsonl");
+    let bad = text.replacen(r#""dependencies":[]"#, r#""dependencies":["nothing"]"#, 1);
+    std::fs::write(&broken, bad).unwrap();
+    let out = replay(&broken);
+    assert!(!out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let errors = report["total"]["errors"].to_string();
+    assert!(errors.contains("`nothing` names no earlier episode"), "{errors}");
+}

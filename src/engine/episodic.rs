@@ -169,14 +169,7 @@ impl<'a> Run<'a> {
         let id = self.input.compaction_id;
         let work = &mut self.work;
         let spans = episode_spans(work);
-        let newest = work
-            .live
-            .iter()
-            .enumerate()
-            .rev()
-            .filter(|(_, l)| !l.event.body.tool_calls().is_empty())
-            .nth(CURRENT_EXCHANGES - 1)
-            .map_or(0, |(i, _)| i);
+        let newest = newest_exchanges(work);
         let mut offloaded = Vec::new();
         for (i, &span) in spans.iter().enumerate().take(newest) {
             let item = &work.live[i];
@@ -234,14 +227,7 @@ fn active_items(work: &Working<'_>, cap: i64) -> Vec<bool> {
         .iter()
         .rposition(|l| l.event.body.role() == Some(Role::User))
         .unwrap_or(0);
-    let calls = live
-        .iter()
-        .enumerate()
-        .rev()
-        .filter(|(_, l)| !l.event.body.tool_calls().is_empty())
-        .nth(CURRENT_EXCHANGES - 1)
-        .map_or(0, |(i, _)| i);
-    let turn = user.max(calls);
+    let turn = user.max(newest_exchanges(work));
     let episodes = episode_spans(work);
     let mut active: Vec<bool> = (0..live.len())
         .map(|i| i >= turn || episodes[i] == Span::Active)
@@ -258,6 +244,17 @@ fn active_items(work: &Working<'_>, cap: i64) -> Vec<bool> {
         }
     }
     active
+}
+
+/// Where the newest four tool exchanges start among the live items (0 when there are fewer).
+fn newest_exchanges(work: &Working<'_>) -> usize {
+    work.live
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, l)| !l.event.body.tool_calls().is_empty())
+        .nth(CURRENT_EXCHANGES - 1)
+        .map_or(0, |(i, _)| i)
 }
 
 /// Where an item stands with respect to the episodes.

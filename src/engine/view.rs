@@ -303,29 +303,20 @@ pub fn summary_message(
     }
     // Bound what the anchors add, like the summary itself.
     text::cut_marked(&mut text, max_chars + 2_000, "\n[…]");
-    let mut message = ViewMessage {
-        seq: None,
-        role: Role::User,
-        content: Cow::Owned(text),
-        tool_calls: Cow::Borrowed(&[]),
-        parts: Cow::Borrowed(&[]),
-        reasoning: false,
-        tool_call_id: None,
-        name: None,
-        is_error: false,
-        projection: Projection::Summary,
-        tokens: 0,
-    };
-    message.tokens = message.cost(tokenizer);
-    Some(message)
+    Some(ctxd_message(text, tokenizer))
 }
 
 /// The memory message: the agent's last condensation, shown right after the summary.
 pub fn memory_message(memory: &Memory, tokenizer: Tokenizer) -> ViewMessage<'static> {
+    ctxd_message(memory.condensation.render(), tokenizer)
+}
+
+/// A user message ctxd writes into the view (the summary, the memory), of no event, counted.
+fn ctxd_message(text: String, tokenizer: Tokenizer) -> ViewMessage<'static> {
     let mut message = ViewMessage {
         seq: None,
         role: Role::User,
-        content: Cow::Owned(memory.condensation.render()),
+        content: Cow::Owned(text),
         tool_calls: Cow::Borrowed(&[]),
         parts: Cow::Borrowed(&[]),
         reasoning: false,

@@ -222,7 +222,17 @@ fn annotated_sessions_replay_with_their_episodes() {
     let dir = tempfile::tempdir().unwrap();
     let session = dir.path().join("e.jsonl");
     let status = Command::new(env!("CARGO_BIN_EXE_ctxd"))
-        .args(["synth", "--kind", "coding", "--turns", "60", "--seed", "5", "--episodes", "--out"])
+        .args([
+            "synth",
+            "--kind",
+            "coding",
+            "--turns",
+            "60",
+            "--seed",
+            "5",
+            "--episodes",
+            "--out",
+        ])
         .arg(&session)
         .status()
         .unwrap();
@@ -231,13 +241,19 @@ fn annotated_sessions_replay_with_their_episodes() {
     assert!(text.contains(r#""type":"episode_start""#) && text.contains(r#""kind":"action""#));
     let replay = |file: &std::path::Path| {
         Command::new(env!("CARGO_BIN_EXE_ctxd"))
-            .args(["replay", "--json", "--window", "16000", "--policy", "episodic"])
+            .args([
+                "replay", "--json", "--window", "16000", "--policy", "episodic",
+            ])
             .arg(file)
             .output()
             .unwrap()
     };
     let out = replay(&session);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     for figure in ["over_budget", "invalid_views", "unexplained_items"] {
         assert_eq!(report["total"][figure], 0, "{figure}");
@@ -253,5 +269,8 @@ fn annotated_sessions_replay_with_their_episodes() {
     assert!(!out.status.success());
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let errors = report["total"]["errors"].to_string();
-    assert!(errors.contains("`nothing` names no earlier episode"), "{errors}");
+    assert!(
+        errors.contains("`nothing` names no earlier episode"),
+        "{errors}"
+    );
 }

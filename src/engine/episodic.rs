@@ -71,7 +71,8 @@ impl<'a> Run<'a> {
         }
         let id = self.input.compaction_id;
         let mut candidate = self.work.clone();
-        let active = active_items(&candidate, self.bounds.tail_cap);
+        let spans = episode_spans(&candidate);
+        let active = active_items(&candidate, &spans, self.bounds.tail_cap);
         let episodes = Episodes::from_events(
             candidate
                 .kept
@@ -79,53 +80,21 @@ impl<'a> Run<'a> {
                 .chain(&candidate.live)
                 .map(|l| l.event),
         );
-        let mut tokens = before;
-        let mut offloaded = Vec::new();
-        archive_exchanges(
-            &mut candidate,
-            config,
-            &active,
-            &mut tokens,
+        let mut eviction = Eviction {
+            work: &mut candidate,
+            tokens: before,
             target,
             id,
-            &mut offloaded,
-        );
-        if tokens > target {
-            archive_episodes(
-                &mut candidate,
-                &episodes,
-                &active,
-                &mut tokens,
-                target,
-                id,
-                &mut offloaded,
-            );
-        }
+            offloaded: Vec::new(),
+        };
+        archive_exchanges(&mut eviction, config, &spans, &active);
+        archive_episodes(&mut eviction, &episodes, &active);
         // Still over the room: rather than truncate, the current turn's answered results
         // but the newest are archived too, oldest first.
-        if tokens > self.bounds.room {
-            let newest = candidate.live.iter().rposition(|l| is_tool_result(l.event));
-            for (i, &current) in active.iter().enumerate() {
-                if tokens <= target {
-                    break;
-                }
-                let item = &candidate.live[i];
-                if current
-                    && Some(i) != newest
-                    && is_tool_result(item.event)
-                    && !always_kept(item.event)
-                    && item.projection != Projection::Reference
-                {
-                    tokens -= archive(
-                        &mut candidate,
-                        i,
-                        Reason::ArchivedToolExchange,
-                        id,
-                        &mut offloaded,
-                    );
-                }
-            }
+        if eviction.tokens > self.bounds.room {
+            archive_current(&mut eviction, &active);
         }
+        let offloaded = eviction.offloaded;
         candidate.refresh_summary_message();
         let mut tokens = candidate.tokens();
         if tokens > target {
@@ -200,9 +169,14 @@ impl<'a> Run<'a> {
         let id = self.input.compaction_id;
         let mut capped = Vec::new();
         for i in 0..self.work.live.len() {
-            if self.work.reducible_result(i) && self.work.live[i].chars() > cap {
-                capped.extend(self.work.excerpt(i, cap as usize, id).map(|(o, _)| o));
+            // A text of at most `cap` bytes has at most as many characters: most results are
+            // told apart without counting.
+            let item = &self.work.live[i];
+            if view::text_of(item.event).len() as i64 <= cap || !self.work.reducible_result(i) {
+                continue;
             }
+            // Only a result over the cap is cut (`excerpt` counts its characters).
+            capped.extend(self.work.excerpt(i, cap as usize, id).map(|(o, _)| o));
         }
         if !capped.is_empty() {
             self.offloaded.extend(capped);
@@ -221,16 +195,15 @@ const CURRENT_EXCHANGES: usize = 4;
 /// newest tool call when that is later. Active results older than the newest count only as far
 /// as they fit `cap` tokens together (newest first), so that a turn or a long episode of large
 /// results does not keep the view at the trigger.
-fn active_items(work: &Working<'_>, cap: i64) -> Vec<bool> {
+fn active_items(work: &Working<'_>, spans: &[Span], cap: i64) -> Vec<bool> {
     let live = &work.live;
     let user = live
         .iter()
         .rposition(|l| l.event.body.role() == Some(Role::User))
         .unwrap_or(0);
     let turn = user.max(newest_exchanges(work));
-    let episodes = episode_spans(work);
     let mut active: Vec<bool> = (0..live.len())
-        .map(|i| i >= turn || episodes[i] == Span::Active)
+        .map(|i| i >= turn || spans[i] == Span::Active)
         .collect();
     let results: Vec<usize> = (0..live.len())
         .rev()
@@ -298,6 +271,27 @@ fn archivable(work: &Working<'_>, active: &[bool], i: usize) -> bool {
         && matches!(item.projection, Projection::Full | Projection::Preview)
 }
 
+/// What the passes of one compaction share: the view they archive in, how far it is from the
+/// target, and what they have archived.
+struct Eviction<'w, 'a> {
+    work: &'w mut Working<'a>,
+    tokens: i64,
+    target: i64,
+    id: uuid::Uuid,
+    offloaded: Vec<OffloadedItem>,
+}
+
+impl Eviction<'_, '_> {
+    fn reached(&self) -> bool {
+        self.tokens <= self.target
+    }
+
+    /// Archives live item `i` for `reason` when that is smaller.
+    fn archive(&mut self, i: usize, reason: Reason) {
+        self.tokens -= archive(self.work, i, reason, self.id, &mut self.offloaded);
+    }
+}
+
 /// Shows live item `i` by reference for `reason` when that is smaller; the tokens freed.
 fn archive(
     work: &mut Working<'_>,
@@ -324,16 +318,8 @@ fn archive(
 }
 
 /// Pass 1: completed tool exchanges outside the active items, by tool priority then age.
-fn archive_exchanges(
-    work: &mut Working<'_>,
-    config: &SessionConfig,
-    active: &[bool],
-    tokens: &mut i64,
-    target: i64,
-    id: uuid::Uuid,
-    offloaded: &mut Vec<OffloadedItem>,
-) {
-    let spans = episode_spans(work);
+fn archive_exchanges(e: &mut Eviction, config: &SessionConfig, spans: &[Span], active: &[bool]) {
+    let work = &*e.work;
     // The active episode's results beyond the active ones go by priority too: its completed
     // exchanges are not waited for until it ends.
     let mut order: Vec<(u8, usize)> = (0..work.live.len())
@@ -349,24 +335,36 @@ fn archive_exchanges(
         .collect();
     order.sort_unstable();
     for (_, i) in order {
-        if *tokens <= target {
+        if e.reached() {
             return;
         }
-        *tokens -= archive(work, i, Reason::ArchivedToolExchange, id, offloaded);
+        e.archive(i, Reason::ArchivedToolExchange);
+    }
+}
+
+/// The current turn's answered results but the newest, oldest first, to the target: when the
+/// view is still over the room after passes 1 and 2.
+fn archive_current(e: &mut Eviction, active: &[bool]) {
+    let newest = e.work.live.iter().rposition(|l| is_tool_result(l.event));
+    for (i, &current) in active.iter().enumerate() {
+        if e.reached() {
+            return;
+        }
+        let item = &e.work.live[i];
+        if current
+            && Some(i) != newest
+            && is_tool_result(item.event)
+            && !always_kept(item.event)
+            && item.projection != Projection::Reference
+        {
+            e.archive(i, Reason::ArchivedToolExchange);
+        }
     }
 }
 
 /// Pass 2: completed episodes, actions first, then explorations once nothing unarchived
 /// depends on them (those nothing depends on first).
-fn archive_episodes(
-    work: &mut Working<'_>,
-    episodes: &Episodes,
-    active: &[bool],
-    tokens: &mut i64,
-    target: i64,
-    id: uuid::Uuid,
-    offloaded: &mut Vec<OffloadedItem>,
-) {
+fn archive_episodes(e: &mut Eviction, episodes: &Episodes, active: &[bool]) {
     let completed: Vec<&Episode> = episodes.list().iter().filter(|e| !e.is_active()).collect();
     let depended: HashSet<&str> = episodes
         .list()
@@ -387,7 +385,7 @@ fn archive_episodes(
     order.extend(explorations);
     let mut archived: HashSet<&str> = HashSet::new();
     for episode in order {
-        if *tokens <= target {
+        if e.reached() {
             return;
         }
         if episode.kind == EpisodeKind::Exploration {
@@ -400,16 +398,18 @@ fn archive_episodes(
             }
         }
         let end = episode.end_seq.unwrap_or(i64::MAX);
-        let items: Vec<usize> = (0..work.live.len())
-            .filter(|&i| (episode.start_seq + 1..end).contains(&work.live[i].event.seq))
+        let live = &e.work.live;
+        let items: Vec<usize> = (0..live.len())
+            .filter(|&i| (episode.start_seq + 1..end).contains(&live[i].event.seq))
             .collect();
         // An episode in the current turn stays whole, and is not archived.
         if items.iter().any(|&i| active[i]) {
             continue;
         }
         for i in items {
-            if archivable(work, active, i) && work.live[i].event.body.role() != Some(Role::User) {
-                *tokens -= archive(work, i, Reason::EpisodeArchived, id, offloaded);
+            if archivable(e.work, active, i) && e.work.live[i].event.body.role() != Some(Role::User)
+            {
+                e.archive(i, Reason::EpisodeArchived);
             }
         }
         archived.insert(episode.name.as_str());

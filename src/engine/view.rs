@@ -220,7 +220,9 @@ pub fn error_lines(text: &str) -> Vec<&str> {
     found
 }
 
-fn reads_as_error(line: &str) -> bool {
+/// Whether a line says what failed: `error…`, `error:`, `error[`, `FAILED`, `panicked at`,
+/// `exception`. What a reduced tool result keeps, and what the replay counts as an error fact.
+pub fn reads_as_error(line: &str) -> bool {
     let lower = line.to_ascii_lowercase();
     line.len() >= 8
         && (lower.starts_with("error")

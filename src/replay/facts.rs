@@ -6,6 +6,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use crate::engine::view::reads_as_error;
+
 /// A session's facts, by kind.
 #[derive(Debug, Default, Clone)]
 pub struct Facts {
@@ -80,7 +82,7 @@ impl Facts {
                 }
             }
             Some("tool") => {
-                let errors = text.lines().map(str::trim).filter(|l| is_error_line(l));
+                let errors = text.lines().map(str::trim).filter(|l| reads_as_error(l));
                 self.errors.extend(errors.map(cut));
             }
             _ => {}
@@ -135,18 +137,6 @@ fn is_constraint(line: &str) -> bool {
         ]
         .iter()
         .any(|word| lower.contains(word))
-}
-
-/// A line that says what failed.
-fn is_error_line(line: &str) -> bool {
-    let lower = line.to_ascii_lowercase();
-    line.len() >= 8
-        && (lower.starts_with("error")
-            || lower.contains("error:")
-            || lower.contains("error[")
-            || line.contains("FAILED")
-            || line.contains("panicked at")
-            || lower.contains("exception"))
 }
 
 /// Every string of a rendered view, joined: what the model reads.

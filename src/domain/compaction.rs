@@ -112,13 +112,20 @@ pub enum Reason {
     /// Part of a completed episode the episodic policy archived (actions before the
     /// explorations they depend on); the episode's conclusion stays in the view.
     EpisodeArchived,
+    /// A pinned user message or note collapsed into the summary by the episodic policy's last
+    /// pass, oldest first, when nothing else brought the view to its target; the summary names
+    /// its observation reference.
+    PinnedCollapsed,
 }
 
 impl Reason {
     /// Whether the item left the view's full content for good under the episodic policy: its
     /// lifecycle state is `archived` though its reference is still shown.
     pub fn archives(self) -> bool {
-        matches!(self, Self::ArchivedToolExchange | Self::EpisodeArchived)
+        matches!(
+            self,
+            Self::ArchivedToolExchange | Self::EpisodeArchived | Self::PinnedCollapsed
+        )
     }
 }
 

@@ -12,7 +12,8 @@ use super::compaction::{Projection, Reason, Summary, Tier};
 /// How an item after the checkpoint is shown when not in full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reduced {
-    /// `preview` or `reference`.
+    /// `preview` or `reference`; `summary` for an item at or before the checkpoint that left
+    /// the view after the fold that passed it (a pin collapsed, a request no longer recent).
     pub projection: Projection,
     pub reason: Reason,
     pub compaction_id: Uuid,

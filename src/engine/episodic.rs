@@ -12,7 +12,9 @@
 //!    depending on it is archived, those nothing depends on first. An archived episode's items
 //!    are shown by reference; its conclusion (the `episode_end`) stays in full;
 //! 3. the oldest conversation is folded into the summary, never into the active items; the
-//!    first user request and the two most recent stay verbatim.
+//!    first user request and the two most recent stay verbatim. When that is not enough, the
+//!    pinned user messages and notes collapse into the summary too, oldest first (the first
+//!    and two most recent requests aside), each named there by its `observation://` reference.
 //!
 //! When the view is still over the room after passes 1 and 2, the current turn's answered
 //! results but the newest are archived too before anything is folded or truncated.
@@ -115,6 +117,8 @@ impl<'a> Run<'a> {
             let valid = candidate.valid_cuts();
             let end = fold_end(&candidate, &active, &valid);
             let cut = candidate.fold_cut(end, &valid, tokens, target);
+            // The last resort: pinned user messages and notes collapse too, oldest first.
+            candidate.collapse_pinned(cut, tokens, target);
             let folding = candidate.foldable_tokens(cut);
             let gain = before - tokens + folding - candidate.summary_growth(folding);
             if candidate.folds_anything(cut) && (must || gain >= config.min_gain_tokens()) {

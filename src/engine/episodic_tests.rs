@@ -383,3 +383,96 @@ async fn a_current_turn_too_large_for_the_room_archives_its_older_results() {
         "the newest stays"
     );
 }
+
+/// Pass 3's last resort: when folding the unpinned conversation cannot reach the target,
+/// pinned user messages and notes collapse into the summary, oldest first. The first request
+/// and the two most recent stay verbatim, and the summary names every collapsed one by its
+/// reference; the state says why each left, and the next compaction keeps it so.
+#[tokio::test]
+async fn pinned_messages_and_notes_collapse_oldest_first_each_by_reference() {
+    let cfg = config(8_000);
+    let mut log = Log::default();
+    log.system("sys");
+    let first = log.push(json!({"type": "message", "role": "user", "pinned": true,
+        "content": "Port the parser to the new grammar."}));
+    let mut pinned = Vec::new();
+    for i in 0..8 {
+        pinned.push(
+            log.push(json!({"type": "message", "role": "user", "pinned": true,
+            "content": format!("Requirement {i}: {}", "keep the error messages ".repeat(50))})),
+        );
+        pinned.push(log.push(json!({"type": "note", "pinned": true,
+            "content": format!("Decision {i}: {}", "use the table-driven lexer ".repeat(50))})));
+        exchange(&mut log, &format!("c{i}"), "read", 400);
+    }
+    let recent = [
+        log.push(json!({"type": "message", "role": "user", "pinned": true,
+            "content": "Almost there."})),
+        log.push(json!({"type": "message", "role": "user", "pinned": true,
+            "content": "Finish it."})),
+    ];
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    let collapsed: Vec<i64> = out
+        .state
+        .reduced
+        .iter()
+        .filter(|(_, r)| r.reason == Reason::PinnedCollapsed)
+        .map(|(&seq, _)| seq)
+        .collect();
+    assert!(
+        !collapsed.is_empty(),
+        "pinned items collapsed: {:?}",
+        out.record
+    );
+    assert!(collapsed.len() < pinned.len(), "only what the target needs");
+    // Oldest first: the collapsed ones are the oldest pinned items.
+    assert_eq!(collapsed, pinned[..collapsed.len()], "oldest first");
+    for seq in std::iter::once(first).chain(recent) {
+        assert_eq!(projection(&out, seq), Some(Projection::Full), "seq {seq}");
+    }
+    for &seq in &pinned[collapsed.len()..] {
+        assert_eq!(projection(&out, seq), Some(Projection::Full), "seq {seq}");
+    }
+    let summary = &out.messages[1];
+    assert_eq!(summary.projection, Projection::Summary);
+    for &seq in &collapsed {
+        assert_eq!(projection(&out, seq), None, "seq {seq} left the view");
+        assert!(
+            names(&summary.content, seq),
+            "seq {seq} has no reference in\n{}",
+            summary.content
+        );
+        let standing = super::inspect::standing(seq, None, true, 1, &out.state, &[]);
+        assert_eq!(standing.state, ItemState::Archived);
+        assert_eq!(standing.projection, Projection::Summary);
+        assert_eq!(standing.reason, Reason::PinnedCollapsed);
+        assert_eq!(standing.compaction_id, Some(out.record.id));
+    }
+    assert!(out.record.tokens_after <= (0.70 * 8_000.0) as i64);
+    // The next compaction, with more to fold, keeps saying why they left.
+    log.user(&"more ".repeat(800));
+    let next = run(&cfg, &out.state, &log, 0, Mode::Force, 0)
+        .await
+        .unwrap();
+    for &seq in &collapsed {
+        let r = next.state.reduced.get(&seq).expect("still explained");
+        assert_eq!(
+            (r.reason, r.compaction_id),
+            (Reason::PinnedCollapsed, out.record.id)
+        );
+    }
+}
+
+/// Whether a summary names the event at `seq` by reference: an entry led by its
+/// `observation://` URI, or its seq in the list of those to recall by URI.
+pub(super) fn names(summary: &str, seq: i64) -> bool {
+    summary.contains(&format!("observation://{seq} "))
+        || summary.lines().any(|line| {
+            line.split_once(" for seq ").is_some_and(|(lead, seqs)| {
+                lead.ends_with("recall observation://<seq>")
+                    && seqs.split(", ").any(|s| s == seq.to_string())
+            })
+        })
+}

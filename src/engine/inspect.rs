@@ -47,7 +47,7 @@ pub fn standing(
     };
     if let Some(r) = state.reduced.get(&seq) {
         return ItemStanding {
-            state: if r.reason.archives() {
+            state: if r.reason.archives() || r.projection == Projection::Summary {
                 ItemState::Archived
             } else {
                 ItemState::Retained

@@ -4,19 +4,20 @@ use std::collections::HashSet;
 
 use proptest::prelude::*;
 
+use super::episodic_tests::names;
 use super::render::{render_anthropic, render_openai, render_responses};
 use super::tests::{config, run_full, run_with, Log, Run};
 use super::validate::{validate_anthropic, validate_openai, validate_responses};
 use crate::domain::compaction::{
     is_unknown, Anchors, FallbackReason, Mode, Projection, Reason, SummarizerInfo,
-    SummarizerOutcome, Summary, Tier, ViewMessage,
+    SummarizerOutcome, Tier, ViewMessage,
 };
 use crate::domain::condensation::Condensation;
 use crate::domain::episodes::Episodes;
-use crate::domain::event::{EpisodeKind, EventBody};
+use crate::domain::event::{EpisodeKind, EventBody, Role};
 use crate::domain::session::Policy;
 use crate::domain::state::CompactionState;
-use crate::summarize::{SummaryOutcome, SummaryOutput, SummaryRequest};
+use crate::summarize::{deterministic, SummaryOutcome, SummaryOutput, SummaryRequest};
 
 /// `PROPTEST_CASES` when set (a longer soak), otherwise `default`.
 fn cases(default: u32) -> u32 {
@@ -84,20 +85,22 @@ fn summarise(who: Summariser, request: SummaryRequest<'_>) -> SummaryOutcome {
             Some("the model answered HTTP 500".into()),
         ),
         Summariser::Verbose => {
+            // As the LLM summariser writes it: the model's narrative, as long as allowed,
+            // beside the facts of the events.
             let seqs: Vec<String> = request.events.iter().map(|e| e.seq.to_string()).collect();
-            let text: String = format!("Covered {}. ", seqs.join(", "))
+            let narrative: String = format!("Covered {}. ", seqs.join(", "))
                 .chars()
                 .cycle()
                 .take(request.max_chars)
                 .collect();
-            let mut anchors = request.previous.anchors.clone();
-            anchors.merge(&Anchors {
+            let mut summary = deterministic::summarize_with_narrative(request, &narrative).summary;
+            summary.anchors.merge(&Anchors {
                 next_step: "carry on with the parser".into(),
                 ..Anchors::default()
             });
             SummaryOutcome {
                 output: SummaryOutput {
-                    summary: Summary { text, anchors },
+                    summary,
                     info: SummarizerInfo {
                         kind: "openai".into(),
                         model: Some("verbose".into()),
@@ -339,6 +342,20 @@ proptest! {
                     for e in &log.events {
                         prop_assert!(shown.contains(&e.seq) || membership.contains(&e.seq),
                             "seq {} is neither shown in full nor in any record", e.seq);
+                    }
+                    // User content never leaves without a reference: every user message and
+                    // note is in the view (in full or reduced, with its reference), or the
+                    // summary names it by reference, unless an emergency had to cut the
+                    // summary itself.
+                    if out.state.summary_cap.is_none() {
+                        let in_view: HashSet<i64> = out.messages.iter().filter_map(|m| m.seq).collect();
+                        let text: Vec<&str> = out.messages.iter().map(|m| m.content.as_ref()).collect();
+                        let text = text.join("\n");
+                        for e in &log.events {
+                            let user = e.body.role() == Some(Role::User) || matches!(e.body, EventBody::Note(_));
+                            prop_assert!(!user || in_view.contains(&e.seq) || names(&text, e.seq),
+                                "seq {} left the view with no reference ({:?}):\n{}", e.seq, r.tier, text);
+                        }
                     }
                     // No exploration leaves before an action that depends on it.
                     prop_assert!(explorations_follow_their_actions(&log, &out.state, r.id),

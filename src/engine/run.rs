@@ -329,25 +329,37 @@ impl<'a> Run<'a> {
             state.summary_tokens = work.summary_message.as_ref().map_or(0, |m| m.tokens);
             state.summary_cap = work.summary_cap;
             state.kept = work.kept.iter().map(|l| l.event.seq).collect();
-            state.reduced = work
-                .kept
-                .iter()
-                .chain(&work.live)
-                .filter_map(|l| {
-                    let by = l.by?;
-                    matches!(l.projection, Projection::Preview | Projection::Reference).then_some((
-                        l.event.seq,
-                        Reduced {
-                            projection: l.projection,
-                            reason: l.reason,
-                            compaction_id: by,
-                            tokens_in_view: l.tokens,
-                            chars: l.chars(),
-                            excerpt_chars: l.excerpt,
-                        },
-                    ))
-                })
-                .collect();
+            // Items at or before the checkpoint that left the view apart from a folded range
+            // (see `Working::fold`) keep saying why, until a later fold covers them.
+            let earlier =
+                input.state.reduced.iter().filter(|(&seq, r)| {
+                    r.projection == Projection::Summary && seq <= work.checkpoint
+                });
+            state.reduced = earlier.map(|(&seq, r)| (seq, *r)).collect();
+            state.reduced.extend(
+                work.kept
+                    .iter()
+                    .chain(&work.live)
+                    .chain(&work.collapsed)
+                    .filter_map(|l| {
+                        let by = l.by?;
+                        matches!(
+                            l.projection,
+                            Projection::Preview | Projection::Reference | Projection::Summary
+                        )
+                        .then_some((
+                            l.event.seq,
+                            Reduced {
+                                projection: l.projection,
+                                reason: l.reason,
+                                compaction_id: by,
+                                tokens_in_view: l.tokens,
+                                chars: l.chars(),
+                                excerpt_chars: l.excerpt,
+                            },
+                        ))
+                    }),
+            );
             state.last_compaction_id = Some(id);
         }
         state.last_view = LastView {

@@ -112,11 +112,28 @@ pub(super) struct Working<'a> {
     /// Events a fold keeps in full besides the always kept ones (the episodic policy's first
     /// and most recent user requests).
     pub(super) keep_in_fold: Vec<i64>,
+    /// Pinned user messages and notes the next fold collapses into the summary all the same
+    /// (the episodic policy's last pass), oldest first, whether kept or live.
+    pub(super) collapsing: Vec<i64>,
+    /// The items a fold collapsed so, shown by the summary (`Projection::Summary`): the state
+    /// remembers why each left the view.
+    pub(super) collapsed: Vec<Live<'a>>,
 }
 
 /// System prompts and pinned events are never folded or reduced.
 pub(super) fn always_kept(event: &Event) -> bool {
     event.pinned || matches!(&event.body, EventBody::Message(m) if m.role == Role::System)
+}
+
+/// What the episodic policy's last pass may collapse into the summary: pinned user messages
+/// and notes (never system prompts, nor pinned assistant turns or tool results).
+pub(super) fn collapsible(event: &Event) -> bool {
+    event.pinned
+        && match &event.body {
+            EventBody::Message(m) => m.role == Role::User,
+            EventBody::Note(_) => true,
+            _ => false,
+        }
 }
 
 pub(super) fn is_tool_result(event: &Event) -> bool {
@@ -188,6 +205,8 @@ impl<'a> Working<'a> {
             summary_message: None,
             summary_cap: state.summary_cap,
             keep_in_fold: Vec::new(),
+            collapsing: Vec::new(),
+            collapsed: Vec::new(),
             memory: None,
             memory_message: None,
         };
@@ -501,8 +520,9 @@ impl<'a> Working<'a> {
 
     /// Tokens the items before `cut` cost in the view, except those that would stay.
     pub(super) fn foldable_tokens(&self, cut: usize) -> i64 {
-        self.live[..cut]
+        self.kept
             .iter()
+            .chain(&self.live[..cut])
             .filter(|l| !self.stays(l.event))
             .map(|l| l.tokens)
             .sum()
@@ -510,22 +530,46 @@ impl<'a> Working<'a> {
 
     /// Whether a fold keeps `event` in full.
     fn stays(&self, event: &Event) -> bool {
-        always_kept(event) || self.keep_in_fold.contains(&event.seq)
+        (always_kept(event) && !self.collapsing.contains(&event.seq))
+            || self.keep_in_fold.contains(&event.seq)
     }
 
     /// Whether folding at `cut` would summarise anything: not when only pinned items and
-    /// system prompts come before it.
+    /// system prompts come before it, and no kept item collapses.
     pub(super) fn folds_anything(&self, cut: usize) -> bool {
-        self.live[..cut].iter().any(|l| !self.stays(l.event))
+        self.kept.iter().any(|l| !self.stays(l.event))
+            || self.live[..cut].iter().any(|l| !self.stays(l.event))
     }
 
-    /// The events that folding at `cut` would summarise, borrowed from the log.
+    /// The events that folding at `cut` would summarise, borrowed from the log, in seq order:
+    /// the kept items that collapse, then the live ones before `cut`.
     pub(super) fn foldable_events(&self, cut: usize) -> Vec<&'a Event> {
-        self.live[..cut]
+        self.kept
             .iter()
+            .chain(&self.live[..cut])
             .filter(|l| !self.stays(l.event))
             .map(|l| l.event)
             .collect()
+    }
+
+    /// Marks pinned user messages and notes to collapse at the next fold, oldest first (the
+    /// kept ones, then those before `cut`), until folding at `cut` brings the view (costing
+    /// `total`) to `target`. Those the fold keeps anyway (`keep_in_fold`) stay. Returns whether
+    /// any was marked.
+    pub(super) fn collapse_pinned(&mut self, cut: usize, total: i64, target: i64) -> bool {
+        let mut folded = self.foldable_tokens(cut);
+        let mut marked = Vec::new();
+        for item in self.kept.iter().chain(&self.live[..cut]) {
+            if total - folded + self.summary_growth(folded) <= target {
+                break;
+            }
+            if collapsible(item.event) && !self.keep_in_fold.contains(&item.event.seq) {
+                folded += item.tokens;
+                marked.push(item.event.seq);
+            }
+        }
+        self.collapsing.extend(&marked);
+        !marked.is_empty()
     }
 
     /// Folds the items before `cut` into `summary`: system and pinned ones stay in full.
@@ -536,16 +580,39 @@ impl<'a> Working<'a> {
         id: Uuid,
         reason: Reason,
     ) -> Option<FoldedRange> {
+        // Kept items that no longer stay (collapsed pins, a user request no longer among the
+        // most recent) leave too; the folded range of this fold does not cover them.
+        let kept = std::mem::take(&mut self.kept);
+        let (kept, left): (Vec<_>, Vec<_>) = kept.into_iter().partition(|l| self.stays(l.event));
+        self.kept = kept;
+        let collapse = |item: &Live<'a>| {
+            let reason = if collapsible(item.event) {
+                Reason::PinnedCollapsed
+            } else {
+                Reason::Summarized
+            };
+            item.reduced(Projection::Summary, 0, reason, id)
+        };
+        self.collapsed.extend(left.iter().map(collapse));
         if cut == 0 {
+            self.collapsing.clear();
+            if !left.is_empty() {
+                self.summary = summary;
+                self.refresh_summary_message();
+            }
             return None;
         }
         let from_seq = self.live[0].event.seq;
         let to_seq = self.live[cut - 1].event.seq;
-        for item in self.live.drain(..cut) {
-            if always_kept(item.event) || self.keep_in_fold.contains(&item.event.seq) {
+        let live: Vec<_> = self.live.drain(..cut).collect();
+        for item in live {
+            if self.collapsing.contains(&item.event.seq) {
+                self.collapsed.push(collapse(&item));
+            } else if self.stays(item.event) {
                 self.kept.push(item);
             }
         }
+        self.collapsing.clear();
         self.checkpoint = to_seq;
         self.summary = summary;
         self.refresh_summary_message();

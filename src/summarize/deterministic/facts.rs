@@ -41,8 +41,12 @@ impl Digest {
                                 m.content.text(),
                                 FIRST_REQUEST_CHARS,
                             );
+                            if let Some(block) = self.get_mut(Section::FirstRequest).first_mut() {
+                                *block = referenced(event.seq, std::mem::take(block));
+                            }
                         } else {
-                            self.push(Section::Requests, one_line(m.content.text(), REQUEST_CHARS));
+                            let request = one_line(m.content.text(), REQUEST_CHARS);
+                            self.push(Section::Requests, referenced(event.seq, request));
                         }
                     }
                     Role::Assistant => {
@@ -125,7 +129,7 @@ impl Digest {
                 EventBody::Note(n) => {
                     let note = one_line(&n.content, NOTE_CHARS);
                     latest.decision = Some(note.clone());
-                    self.push(Section::Notes, note);
+                    self.push(Section::Notes, referenced(event.seq, note));
                 }
             }
             // Pinned messages are constraints the agent chose to keep; notes are listed already.
@@ -136,7 +140,7 @@ impl Digest {
                         NOTE_CHARS,
                     );
                     latest.decision = Some(note.clone());
-                    self.push(Section::Notes, note);
+                    self.push(Section::Notes, referenced(event.seq, note));
                 }
             }
         }
@@ -256,7 +260,7 @@ impl Digest {
     /// The anchors these facts support; "N/A" where they say nothing.
     pub(super) fn anchors(&self, latest: &LatestFacts, previous: &Anchors) -> Anchors {
         let intent_base = match self.get(Section::FirstRequest).first() {
-            Some(first) => Some(one_line(first, REQUEST_CHARS)),
+            Some(first) => Some(one_line(unreferenced(first), REQUEST_CHARS)),
             None if !is_unknown(&previous.user_intent) => Some(
                 previous
                     .user_intent
@@ -267,7 +271,7 @@ impl Digest {
             ),
             None => None,
         };
-        let latest_request = self.get(Section::Requests).last();
+        let latest_request = self.get(Section::Requests).last().map(|r| unreferenced(r));
         let user_intent = match (intent_base, latest_request) {
             (Some(base), Some(latest)) => format!("{base}{LATEST_REQUEST}{latest})"),
             (Some(base), None) => base,

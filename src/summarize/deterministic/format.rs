@@ -24,13 +24,26 @@ impl Digest {
             .map(|&s| section_chars(s, &costs[s as usize]))
             .sum();
 
-        // Lists drop their oldest items from `start`; each drop is O(1).
+        // Lists drop their oldest items from `start`; each drop is O(1). A request or a note
+        // dropped leaves its seq in the recall list (see `Recall`): no user message or note
+        // leaves the summary without a way back to it while that list holds it.
         let mut start = [0usize; Section::ALL.len()];
+        let recall_at = Section::Recall as usize;
+        let mut recall = Recall::read(self.sections[recall_at].first().map(String::as_str));
+        let recall_cap = max_chars / 4;
         for floor in [ITEMS_KEPT_LONGEST, 0] {
             for section in Section::DROP_ORDER {
                 let i = section as usize;
                 while total > max_chars && costs[i].len() - start[i] > floor {
                     total -= costs[i][start[i]];
+                    let dropped = &self.sections[i][start[i]];
+                    if let (Section::Requests | Section::Notes, Some(uri)) =
+                        (section, reference_of(dropped))
+                    {
+                        total -= recall.chars();
+                        recall.push(uri, recall_cap);
+                        total += recall.chars();
+                    }
                     start[i] += 1;
                     if start[i] == costs[i].len() {
                         total -= section.header_chars();
@@ -38,6 +51,7 @@ impl Digest {
                 }
             }
         }
+        self.sections[recall_at] = recall.entry().into_iter().collect();
         for section in Section::SHORTEN_ORDER {
             let i = section as usize;
             let Some(block) = self.sections[i].first() else {
@@ -128,4 +142,84 @@ pub(super) fn flush_quoted(digest: &mut Digest, section: Option<Section>, lines:
         }
     }
     lines.clear();
+}
+
+/// The seqs of the requests and notes dropped from their lists, in seq order, shown as one
+/// line after a lead that says how to recall each: a seq costs a few characters where its
+/// entry cost a line. Bounded: past its cap the oldest seqs go, and the line says so.
+#[derive(Debug, Default)]
+struct Recall {
+    seqs: std::collections::BTreeSet<i64>,
+    elided: bool,
+    /// Characters of the seqs, without their separators.
+    seq_chars: usize,
+}
+
+/// How the recall line starts.
+const RECALL_LEAD: &str = "recall observation://<seq> for seq ";
+/// How it starts when older seqs had to go.
+const RECALL_ELIDED: &str = "… ";
+
+fn digits(seq: i64) -> usize {
+    seq.to_string().len()
+}
+
+impl Recall {
+    fn read(entry: Option<&str>) -> Self {
+        let mut recall = Recall::default();
+        let Some(entry) = entry else {
+            return recall;
+        };
+        let rest = match entry.strip_prefix(RECALL_ELIDED) {
+            Some(rest) => {
+                recall.elided = true;
+                rest
+            }
+            None => entry,
+        };
+        let list = rest.strip_prefix(RECALL_LEAD).unwrap_or_default();
+        recall.seqs = list.split(", ").filter_map(|s| s.parse().ok()).collect();
+        recall.seq_chars = recall.seqs.iter().map(|&s| digits(s)).sum();
+        recall
+    }
+
+    /// Adds the seq of `uri`, then drops the oldest while the section is over `cap`.
+    fn push(&mut self, uri: &str, cap: usize) {
+        let seq = uri.strip_prefix(crate::domain::observation::SCHEME);
+        let Some(seq) = seq.and_then(|s| s.parse::<i64>().ok()) else {
+            return;
+        };
+        if self.seqs.insert(seq) {
+            self.seq_chars += digits(seq);
+        }
+        while self.chars() > cap && self.seqs.len() > 1 {
+            self.seq_chars -= self.seqs.pop_first().map_or(0, digits);
+            self.elided = true;
+        }
+    }
+
+    /// Characters of the section as rendered (0 when empty), as `Section::entry_chars` counts
+    /// the entry (the lead's `…` is one character).
+    fn chars(&self) -> usize {
+        let n = self.seqs.len();
+        if n == 0 {
+            return 0;
+        }
+        let elided = if self.elided {
+            RECALL_ELIDED.chars().count()
+        } else {
+            0
+        };
+        let entry = elided + RECALL_LEAD.len() + self.seq_chars + ", ".len() * (n - 1);
+        Section::Recall.header_chars() + "- ".len() + entry + 1
+    }
+
+    fn entry(&self) -> Option<String> {
+        if self.seqs.is_empty() {
+            return None;
+        }
+        let seqs: Vec<String> = self.seqs.iter().map(i64::to_string).collect();
+        let elided = if self.elided { RECALL_ELIDED } else { "" };
+        Some(format!("{elided}{RECALL_LEAD}{}", seqs.join(", ")))
+    }
 }

@@ -15,6 +15,7 @@ mod tests;
 use super::{SummaryOutput, SummaryRequest};
 use crate::domain::compaction::{FallbackReason, SummarizerInfo, Summary};
 use crate::domain::text::bounded;
+use crate::engine::view;
 use format::read_back;
 
 /// The first user request, kept verbatim up to this many characters.
@@ -121,6 +122,8 @@ enum Section {
     Constraints,
     Requests,
     Notes,
+    /// The references of requests and notes dropped from their lists: one item.
+    Recall,
     Episodes,
     Errors,
     ToolCalls,
@@ -130,13 +133,14 @@ enum Section {
 }
 
 impl Section {
-    const ALL: [Section; 12] = [
+    const ALL: [Section; 13] = [
         Section::FirstRequest,
         Section::Narrative,
         Section::Earlier,
         Section::Constraints,
         Section::Requests,
         Section::Notes,
+        Section::Recall,
         Section::Episodes,
         Section::Errors,
         Section::ToolCalls,
@@ -173,6 +177,7 @@ impl Section {
             Section::Constraints => "Constraints the user stated",
             Section::Requests => "Later user requests",
             Section::Notes => "Pinned notes and decisions",
+            Section::Recall => "Earlier user messages and notes (recall by URI)",
             Section::Episodes => "Episode conclusions",
             Section::Errors => "Errors seen",
             Section::ToolCalls => "Tool calls made",
@@ -254,6 +259,31 @@ impl Digest {
         if !block.is_empty() {
             entries.push(block);
         }
+    }
+}
+
+/// A list entry about the event at `seq`, led by its observation reference: the model can
+/// recall the whole event, and the reference outlives the entry (see `Section::Recall`).
+fn referenced(seq: i64, entry: String) -> String {
+    if entry.is_empty() {
+        return entry;
+    }
+    format!("{} {entry}", view::observation_uri(seq))
+}
+
+/// The observation reference an entry starts with.
+fn reference_of(entry: &str) -> Option<&str> {
+    entry
+        .split_once(' ')
+        .map(|(uri, _)| uri)
+        .filter(|uri| uri.starts_with(crate::domain::observation::SCHEME))
+}
+
+/// An entry without the reference it starts with.
+fn unreferenced(entry: &str) -> &str {
+    match reference_of(entry) {
+        Some(uri) => &entry[uri.len() + 1..],
+        None => entry,
     }
 }
 

@@ -150,15 +150,15 @@ fn every_kind_of_fact_appears() {
     let out = run(&Summary::default(), &session(), 4000);
     let text = &out.summary.text;
     for expected in [
-        "## First user request\n> Fix the login bug in auth.rs.\n> It rejects valid passwords.",
-        "## Later user requests\n- Also keep the old API working.",
+        "## First user request\n> observation://2 Fix the login bug in auth.rs.\n> It rejects valid passwords.",
+        "## Later user requests\n- observation://10 Also keep the old API working.",
         "- read_file(path=src/auth.rs)",
         "- shell(command=cargo test auth)",
         "## Files and commands touched\n- src/auth.rs (last: read_file)\n- $ cargo test auth → failed",
         "- observation://6 shell(command=cargo test auth) → failed",
         "- shell(command=cargo test auth) → error[E0425]: cannot find value `hash`",
-        "- Never touch the database schema.",
-        "- user: Use bcrypt, not sha1.",
+        "- observation://7 Never touch the database schema.",
+        "- observation://11 user: Use bcrypt, not sha1.",
         "- explore-auth: The hash is compared before salting.",
         "## Last stated plan\n> Plan: salt first, then compare; rerun the tests.",
     ] {
@@ -227,16 +227,16 @@ fn a_second_call_keeps_the_first_request_and_adds_new_facts() {
     let second = run(&first.summary, &more, 4000);
     let text = &second.summary.text;
     assert!(text.starts_with(
-        "## First user request\n> Fix the login bug in auth.rs.\n> It rejects valid passwords."
+        "## First user request\n> observation://2 Fix the login bug in auth.rs.\n> It rejects valid passwords."
     ));
     for kept in [
         "- read_file(path=src/auth.rs)",
-        "- Never touch the database schema.",
+        "- observation://7 Never touch the database schema.",
     ] {
         assert!(text.contains(kept), "lost {kept:?}:\n{text}");
     }
     for added in [
-        "- Now add a test for it.",
+        "- observation://13 Now add a test for it.",
         "- write_file(file_path=tests/auth.rs) → permission denied",
         "- tests/auth.rs",
     ] {
@@ -272,7 +272,7 @@ fn a_summary_from_another_summariser_is_kept_as_the_earlier_summary() {
     );
     assert!(!text.contains("## First user request"), "{text}");
     assert!(
-        text.contains("## Later user requests\n- Ship it."),
+        text.contains("## Later user requests\n- observation://20 Ship it."),
         "{text}"
     );
     assert_eq!(
@@ -331,9 +331,9 @@ fn huge_non_ascii_inputs_stay_bounded_and_keep_the_first_request() {
         assert!(chars <= max_chars, "{chars} > {max_chars}");
         if max_chars >= 1_000 {
             assert!(
-                out.summary
-                    .text
-                    .starts_with("## First user request\n> Première demande : 日本語"),
+                out.summary.text.starts_with(
+                    "## First user request\n> observation://1 Première demande : 日本語"
+                ),
                 "{}",
                 out.summary.text
             );
@@ -500,4 +500,49 @@ fn commands_keep_their_outcome_files_their_last_action_and_errors_their_fix() {
     }
     assert!(!text.contains("(last: read_file)"), "{text}");
     assert!(!text.contains("$ cargo test → failed"), "{text}");
+}
+
+#[test]
+fn dropped_requests_and_notes_stay_recallable_by_seq() {
+    // Many long requests and notes in a small summary: most entries go, their seqs stay.
+    let mut events = vec![user(1, "Port the parser to the new grammar.")];
+    for i in 0..40 {
+        let seq = 2 + 2 * i;
+        events.push(user(seq, &format!("request {i}: {}", "detail ".repeat(30))));
+        events.push(note(
+            seq + 1,
+            &format!("note {i}: {}", "decided ".repeat(30)),
+        ));
+    }
+    let out = run(&Summary::default(), &events, 2_000);
+    let text = &out.summary.text;
+    assert!(text.chars().count() <= 2_000);
+    let line = text
+        .lines()
+        .skip_while(|l| *l != "## Earlier user messages and notes (recall by URI)")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no recall list in\n{text}"));
+    assert!(
+        line.starts_with("- recall observation://<seq> for seq 2, 3, 4"),
+        "{line}"
+    );
+    // Every request and note is either listed with its reference or in the recall line.
+    for seq in 2..82 {
+        let listed = text.contains(&format!("- observation://{seq} "));
+        let recalled = line
+            .split(", ")
+            .any(|s| s.ends_with(&format!(" {seq}")) || s == seq.to_string());
+        assert!(listed || recalled, "seq {seq} left no reference in\n{text}");
+    }
+    // A later summary extends the same list rather than losing it.
+    let more = [
+        user(100, &"again ".repeat(60)),
+        note(101, &"again ".repeat(60)),
+    ];
+    let next = run(&out.summary, &more, 2_000);
+    assert!(
+        next.summary.text.contains("for seq 2, 3, 4"),
+        "{}",
+        next.summary.text
+    );
 }

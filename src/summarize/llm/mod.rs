@@ -546,7 +546,10 @@ mod tests {
             "{text}"
         );
         // The facts stand beside the narrative, whatever the model wrote.
-        assert!(text.contains("- Please fix the login bug."), "{text}");
+        assert!(
+            text.contains("- observation://7 Please fix the login bug."),
+            "{text}"
+        );
         assert!(
             text.contains("## Last stated plan\n> I will switch the hashing to bcrypt."),
             "{text}"

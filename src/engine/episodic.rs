@@ -29,7 +29,7 @@
 //! The agent's own condensation (`POST /sessions/{id}/condense`) is taken here too, whatever
 //! the policy: see `Run::condense`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::progressive::{Bounds, Step};
 use super::run::{Pending, Run};
@@ -38,7 +38,7 @@ use super::working::{always_kept, is_tool_result, offloaded_item, Working};
 use crate::domain::compaction::{Mode, OffloadedItem, Projection, Reason, Tier};
 use crate::domain::condensation::{Condensation, Memory};
 use crate::domain::episodes::{Episode, Episodes};
-use crate::domain::event::{EpisodeKind, EventBody, Role};
+use crate::domain::event::{EpisodeKind, Event, EventBody, Role};
 use crate::domain::session::SessionConfig;
 
 /// The largest tool result shown in full, in characters, before the share of the room.
@@ -82,13 +82,7 @@ impl<'a> Run<'a> {
                 .chain(&candidate.live)
                 .map(|l| l.event),
         );
-        let mut eviction = Eviction {
-            work: &mut candidate,
-            tokens: before,
-            target,
-            id,
-            offloaded: Vec::new(),
-        };
+        let mut eviction = Eviction::new(&mut candidate, &active, before, target, id);
         archive_exchanges(&mut eviction, config, &spans, &active);
         archive_episodes(&mut eviction, &episodes, &active);
         // Still over the room: rather than truncate, the current turn's answered results
@@ -96,6 +90,7 @@ impl<'a> Run<'a> {
         if eviction.tokens > self.bounds.room {
             archive_current(&mut eviction, &active);
         }
+        eviction.archive_calls();
         let offloaded = eviction.offloaded;
         candidate.refresh_summary_message();
         let mut tokens = candidate.tokens();
@@ -154,6 +149,11 @@ impl<'a> Run<'a> {
                 archive(work, i, Reason::ArchivedToolExchange, id, &mut offloaded);
             }
         }
+        let active: Vec<bool> = spans.iter().map(|&s| s == Span::Active).collect();
+        let mut eviction = Eviction::new(work, &active, 0, i64::MIN, id);
+        eviction.offloaded = offloaded;
+        eviction.archive_calls();
+        let (work, offloaded) = (eviction.work, eviction.offloaded);
         work.set_memory(Memory {
             condensation: condensation.clone(),
             compaction_id: id,
@@ -279,20 +279,111 @@ fn archivable(work: &Working<'_>, active: &[bool], i: usize) -> bool {
 /// target, and what they have archived.
 struct Eviction<'w, 'a> {
     work: &'w mut Working<'a>,
+    active: &'w [bool],
     tokens: i64,
     target: i64,
     id: uuid::Uuid,
     offloaded: Vec<OffloadedItem>,
+    /// Where each call is made (the assistant turn) and answered, by call id.
+    calls: HashMap<&'a str, usize>,
+    results: HashMap<&'a str, usize>,
 }
 
-impl Eviction<'_, '_> {
+impl<'w, 'a> Eviction<'w, 'a> {
+    fn new(
+        work: &'w mut Working<'a>,
+        active: &'w [bool],
+        tokens: i64,
+        target: i64,
+        id: uuid::Uuid,
+    ) -> Self {
+        let mut calls = HashMap::new();
+        let mut results = HashMap::new();
+        for (i, item) in work.live.iter().enumerate() {
+            let event: &'a Event = item.event;
+            for call in event.body.tool_calls() {
+                calls.insert(call.id.as_str(), i);
+            }
+            if let Some(id) = event.body.tool_call_id() {
+                results.insert(id, i);
+            }
+        }
+        Self {
+            work,
+            active,
+            tokens,
+            target,
+            id,
+            offloaded: Vec::new(),
+            calls,
+            results,
+        }
+    }
+
     fn reached(&self) -> bool {
         self.tokens <= self.target
     }
 
-    /// Archives live item `i` for `reason` when that is smaller.
+    /// Archives live item `i` for `reason` when that is smaller; for a tool result, the whole
+    /// exchange: the call's long arguments go too once every result of its turn is archived.
     fn archive(&mut self, i: usize, reason: Reason) {
         self.tokens -= archive(self.work, i, reason, self.id, &mut self.offloaded);
+        let answered = self.work.live[i].event.body.tool_call_id();
+        if let Some(&call) = answered.and_then(|id| self.calls.get(id)) {
+            if self.calls_done(call) {
+                self.tokens -= archive(self.work, call, reason, self.id, &mut self.offloaded);
+            }
+        }
+    }
+
+    /// Whether the assistant turn at `i` may show its long arguments by reference: it is not
+    /// active, is shown in full without reasoning, and each of its results is archived or
+    /// too short for archiving to save anything.
+    fn calls_done(&self, i: usize) -> bool {
+        let live = &self.work.live;
+        let item = &live[i];
+        let calls = item.event.body.tool_calls();
+        let settled = |id: &str| {
+            self.results.get(id).is_some_and(|&r| {
+                let result = &live[r];
+                match result.projection {
+                    Projection::Reference => result.reason.archives(),
+                    Projection::Full if !self.active[r] => {
+                        let archived = view::archived_message(result.event, result.chars());
+                        archived.cost(self.work.tokenizer) >= result.tokens
+                    }
+                    _ => false,
+                }
+            })
+        };
+        !self.active[i]
+            && !calls.is_empty()
+            && item.projection == Projection::Full
+            && !item.reasoning
+            && !always_kept(item.event)
+            && view::has_long_arguments(item.event)
+            && calls.iter().all(|c| settled(c.id.as_str()))
+    }
+
+    /// The calls of exchanges archived earlier (by an earlier compaction, or a condensation)
+    /// whose arguments are still shown in full.
+    fn archive_calls(&mut self) {
+        let done: Vec<(usize, Reason)> = (0..self.work.live.len())
+            .filter(|&i| self.calls_done(i))
+            .map(|i| {
+                let first = self.work.live[i].event.body.tool_calls()[0].id.as_str();
+                let reason = self
+                    .results
+                    .get(first)
+                    .map(|&r| self.work.live[r].reason)
+                    .filter(|r| r.archives())
+                    .unwrap_or(Reason::ArchivedToolExchange);
+                (i, reason)
+            })
+            .collect();
+        for (i, reason) in done {
+            self.tokens -= archive(self.work, i, reason, self.id, &mut self.offloaded);
+        }
     }
 }
 
@@ -305,11 +396,7 @@ fn archive(
     offloaded: &mut Vec<OffloadedItem>,
 ) -> i64 {
     let item = &work.live[i];
-    let mut message = if is_tool_result(item.event) {
-        view::archived_message(item.event, item.chars())
-    } else {
-        view::reference_message(item.event, item.chars())
-    };
+    let mut message = view::archived_message(item.event, item.chars());
     message.tokens = message.cost(work.tokenizer);
     if message.tokens >= item.tokens {
         return 0;

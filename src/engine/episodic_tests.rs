@@ -476,3 +476,69 @@ pub(super) fn names(summary: &str, seq: i64) -> bool {
             })
         })
 }
+
+/// Archiving an exchange takes its call's long arguments too (a write's content): the call
+/// shows an object naming their size and the reference that recalls them exactly, its text
+/// stays, and a short call is left as it was.
+#[tokio::test]
+async fn an_archived_write_leaves_with_its_content() {
+    let cfg = config(8_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Write the module.");
+    let content = format!("pub fn parse() {{}}\n{}", "// grammar rule\n".repeat(300));
+    let write = log.push(json!({"type": "message", "role": "assistant",
+        "content": "Writing the parser.",
+        "tool_calls": [{"id": "w", "name": "write",
+            "arguments": {"path": "src/parse.rs", "content": content}}]}));
+    log.push(
+        json!({"type": "message", "role": "tool", "tool_call_id": "w", "name": "write",
+        "content": "wrote 4,800 bytes"}),
+    );
+    let read = exchange(&mut log, "r", "read", 9_000);
+    exchange(&mut log, "s", "read", 9_000);
+    log.user("Now test it.");
+    exchange(&mut log, "t", "bash", 400);
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(out.record.tier, Tier::Soft, "past the trigger");
+    let message = out.messages.iter().find(|m| m.seq == Some(write)).unwrap();
+    assert_eq!(message.projection, Projection::Reference);
+    assert_eq!(message.content, "Writing the parser.", "its text stays");
+    let arguments = message.tool_calls[0].arguments["archived_arguments"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{:?}", message.tool_calls));
+    let offset: usize = arguments
+        .rsplit_once("?offset=")
+        .and_then(|(_, o)| o.parse().ok())
+        .unwrap_or_else(|| panic!("{arguments}"));
+    // The reference recalls the arguments exactly as they were sent.
+    let event = log.events.iter().find(|e| e.seq == write).unwrap();
+    let sent = event.body.tool_calls()[0].arguments_text();
+    let lead = format!(
+        "{} characters archived; recall observation://{write}?offset=",
+        sent.chars().count()
+    );
+    assert!(arguments.starts_with(&lead), "{arguments}");
+    let recalled: String = super::view::recall_text(event)
+        .chars()
+        .skip(offset)
+        .collect();
+    assert_eq!(recalled, sent);
+    assert_eq!(
+        out.state.reduced[&write].reason,
+        Reason::ArchivedToolExchange
+    );
+    // What the call freed counts: more than the results alone would have.
+    let freed = out.record.tokens_before - out.record.tokens_after;
+    assert!(freed > 9_000 / 4 + 4_800 / 4 - 100, "{freed}");
+    assert_eq!(projection(&out, read), Some(Projection::Reference));
+    // A call with short arguments is left whole: the read's call is shown as it was.
+    let read_call = out
+        .messages
+        .iter()
+        .find(|m| m.seq == Some(read - 1))
+        .unwrap();
+    assert_eq!(read_call.projection, Projection::Full);
+}

@@ -46,6 +46,90 @@ pub fn text_of(event: &Event) -> &str {
     }
 }
 
+/// What recalling an event returns: its text, then each tool call it makes on a line of its
+/// own, `[tool call <name> <id>]` and the arguments as sent. A reference into the text keeps its
+/// offset; a call's arguments are reached at [`arguments_offset`].
+pub fn recall_text(event: &Event) -> Cow<'_, str> {
+    let calls = event.body.tool_calls();
+    if calls.is_empty() {
+        return Cow::Borrowed(text_of(event));
+    }
+    let mut text = text_of(event).to_owned();
+    for call in calls {
+        text.push_str(&call_lead(call));
+        text.push_str(&call.arguments_text());
+    }
+    Cow::Owned(text)
+}
+
+/// What precedes a call's arguments in [`recall_text`].
+fn call_lead(call: &ToolCall) -> String {
+    format!("\n[tool call {} {}] ", call.name, call.id)
+}
+
+/// The character offset of call `k`'s arguments in the event's [`recall_text`].
+fn arguments_offset(event: &Event, k: usize) -> usize {
+    let calls = event.body.tool_calls();
+    let mut offset = text_of(event).chars().count();
+    for call in &calls[..k] {
+        offset += call_lead(call).chars().count() + call.arguments_text().chars().count();
+    }
+    offset + call_lead(&calls[k]).chars().count()
+}
+
+/// Arguments at most this long stay when their call is archived: a reference would not be
+/// shorter.
+const ARCHIVED_ARGUMENTS_CHARS: usize = 160;
+
+/// An assistant turn whose tool exchanges the episodic policy archived: its text as it was
+/// (previewed when long), each call's arguments, when long, replaced by an object naming
+/// their size and where to recall them. Providers take any object as a past call's input.
+pub fn archived_calls_message(event: &Event, chars: i64) -> ViewMessage<'_> {
+    let mut message = if chars > PREVIEW_CHARS as i64 {
+        preview_message(event, PREVIEW_CHARS, chars)
+    } else {
+        ViewMessage {
+            parts: Cow::Borrowed(&[]),
+            reasoning: false,
+            ..ViewMessage::full(event)
+        }
+    };
+    let calls = event.body.tool_calls();
+    let archived: Vec<ToolCall> = calls
+        .iter()
+        .enumerate()
+        .map(|(k, call)| {
+            let arguments = call.arguments_text();
+            let length = arguments.chars().count();
+            if length <= ARCHIVED_ARGUMENTS_CHARS {
+                return call.clone();
+            }
+            let note = format!(
+                "{length} characters archived; recall {}?offset={}",
+                ObservationUri(event.seq),
+                arguments_offset(event, k)
+            );
+            ToolCall {
+                arguments: serde_json::json!({ "archived_arguments": note }),
+                ..call.clone()
+            }
+        })
+        .collect();
+    message.tool_calls = Cow::Owned(archived);
+    message.projection = Projection::Reference;
+    message.tokens = 0;
+    message
+}
+
+/// Whether archiving `event`'s calls would shorten any of them.
+pub fn has_long_arguments(event: &Event) -> bool {
+    event
+        .body
+        .tool_calls()
+        .iter()
+        .any(|c| c.arguments_text().chars().count() > ARCHIVED_ARGUMENTS_CHARS)
+}
+
 /// The first lines of `text`, at most `PREVIEW_LINES` lines and `max_chars` characters.
 fn head_of(text: &str, max_chars: usize) -> &str {
     // Tool output is mostly ASCII: there a character is a byte, and no character is decoded.
@@ -242,7 +326,9 @@ pub fn reference_message(event: &Event, chars: i64) -> ViewMessage<'_> {
 }
 
 /// A tool result the episodic policy archived: one line naming the tool and the observation's
-/// reference, and the error lines it had. Other archived items show as their reference.
+/// reference, and the error lines it had. The turn that made the calls keeps its text and
+/// shows long arguments by reference ([`archived_calls_message`]); other archived items show
+/// as their reference.
 pub fn archived_message(event: &Event, chars: i64) -> ViewMessage<'_> {
     match &event.body {
         EventBody::Message(message) if message.role == Role::Tool => {
@@ -250,6 +336,9 @@ pub fn archived_message(event: &Event, chars: i64) -> ViewMessage<'_> {
             referenced(event, chars, |total, uri| {
                 format!("[{tool} result archived, {total} characters; recall {uri}]")
             })
+        }
+        EventBody::Message(message) if !message.tool_calls.is_empty() => {
+            archived_calls_message(event, chars)
         }
         _ => reference_message(event, chars),
     }

@@ -59,7 +59,9 @@ struct SliceParams {
 
 /// Recall an observation exactly.
 ///
-/// Offsets and lengths count characters, never splitting one. The event is named by its seq
+/// The content is the event's text; an assistant turn's tool calls follow it, each on a line
+/// `[tool call <name> <id>] ` and then its arguments as sent (an archived call's reference
+/// points there). Offsets and lengths count characters, never splitting one. The event is named by its seq
 /// (all digits) or by the `id` its client gave it at append (anything else; a client id made
 /// only of digits is reached by its seq).
 #[utoipa::path(get, path = "/sessions/{id}/observations/{seq_or_event_id}", tag = "context",
@@ -90,7 +92,8 @@ async fn observation(
     let offset = usize::try_from(offset).unwrap_or(usize::MAX);
     let limit = extract::page_limit(params.limit, DEFAULT_LIMIT, MAX_LIMIT)?;
     let event = find_event(&state, id, &seq_or_event_id).await?;
-    let slice = Slice::of(view::text_of(&event), offset, limit);
+    let text = view::recall_text(&event);
+    let slice = Slice::of(&text, offset, limit);
     Ok(Json(Observation {
         seq: event.seq,
         uri: view::observation_uri(event.seq),
@@ -218,7 +221,8 @@ async fn recall(
         None => reference.limit.unwrap_or(DEFAULT_LIMIT),
     };
     let event = find_event(&state, id, &reference.id).await?;
-    let slice = Slice::of(view::text_of(&event), offset, limit);
+    let text = view::recall_text(&event);
+    let slice = Slice::of(&text, offset, limit);
     Ok(Json(Recall {
         seq: event.seq,
         uri: view::observation_uri(event.seq),

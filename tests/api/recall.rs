@@ -20,10 +20,16 @@ fn tool_output(lines: usize) -> String {
 /// The first `observation://…` reference in `text`, as written (up to a space, `]` or the end of
 /// the line).
 fn reference_in(text: &str) -> Option<&str> {
-    let start = text.find("observation://")?;
-    let rest = &text[start..];
-    let end = rest.find([']', ' ', '\n']).unwrap_or(rest.len());
-    Some(&rest[..end])
+    references_in(text).next()
+}
+
+/// Every `observation://…` reference in `text`, as written.
+fn references_in(text: &str) -> impl Iterator<Item = &str> {
+    text.match_indices("observation://").map(|(start, _)| {
+        let rest = &text[start..];
+        let end = rest.find([']', ' ', '\n']).unwrap_or(rest.len());
+        &rest[..end]
+    })
 }
 
 async fn recall(app: &TestApp, session: &str, body: Value) -> Value {
@@ -74,8 +80,8 @@ fn referring_messages(view: &Value, seq: i64) -> Vec<(String, String)> {
         .iter()
         .filter_map(|m| m["content"].as_str())
         .filter_map(|c| {
-            reference_in(c)
-                .filter(|r| r.split('?').next() == Some(prefix.as_str()))
+            references_in(c)
+                .find(|r| r.split('?').next() == Some(prefix.as_str()))
                 .map(|r| (c.to_owned(), r.to_owned()))
         })
         .collect()
@@ -280,5 +286,56 @@ on_both_backends! {
         let documented: String = documented.lines().map(|l| l.trim_start_matches("# ").trim_start()).collect();
         let documented: Value = serde_json::from_str(&documented).expect("the README shows JSON");
         assert_eq!(answer, documented);
+    }
+}
+
+on_both_backends! {
+    async fn an_archived_call_recalls_its_arguments(app) {
+        // Past the trigger, the episodic policy archives a write's exchange whole: its long
+        // arguments leave the view with its result, and the reference the call shows recalls
+        // them exactly.
+        let session = app.create_session(json!({"config": {
+            "context_window": 8000, "max_output_tokens": 1000, "tokenizer": "chars4",
+            "policy": "episodic"
+        }})).await;
+        let content = "fn rule() {}\n".repeat(400);
+        let arguments = json!({"path": "src/parse.rs", "content": content}).to_string();
+        let appended = app.append(&session, json!([
+            {"type": "message", "role": "user", "content": "Write the parser."},
+            {"id": "write", "type": "message", "role": "assistant", "content": "Writing it.",
+                "tool_calls": [{"id": "w1", "name": "write", "arguments": arguments}]},
+            {"type": "message", "role": "tool", "tool_call_id": "w1", "name": "write",
+                "content": "wrote src/parse.rs"},
+            {"type": "message", "role": "assistant",
+                "tool_calls": [{"id": "r1", "name": "read", "arguments": {"path": "a.rs"}}]},
+            {"type": "message", "role": "tool", "tool_call_id": "r1", "name": "read",
+                "content": "let a = 1;\n".repeat(900)},
+            {"type": "message", "role": "assistant",
+                "tool_calls": [{"id": "r2", "name": "read", "arguments": {"path": "b.rs"}}]},
+            {"type": "message", "role": "tool", "tool_call_id": "r2", "name": "read",
+                "content": "let b = 2;\n".repeat(900)},
+            {"type": "message", "role": "user", "content": "Now test it."},
+            {"type": "message", "role": "assistant",
+                "tool_calls": [{"id": "t1", "name": "bash", "arguments": {"cmd": "cargo test"}}]},
+            {"type": "message", "role": "tool", "tool_call_id": "t1", "name": "bash",
+                "content": "test result: ok"}
+        ])).await;
+        assert_eq!(appended.status, StatusCode::CREATED, "{}", appended.body);
+        let reply = app.post(&format!("/sessions/{session}/compact"), &json!({"format": "openai"})).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        let view = &reply.body["view"]["messages"];
+        let call = view.as_array().unwrap().iter()
+            .find(|m| m["content"] == "Writing it.")
+            .unwrap_or_else(|| panic!("the write's text stays: {view}"));
+        let shown = call["tool_calls"][0]["function"]["arguments"].as_str().unwrap();
+        assert!(shown.len() < 200, "{shown}");
+        let shown: Value = serde_json::from_str(shown).unwrap();
+        let note = shown["archived_arguments"].as_str().unwrap_or_else(|| panic!("{shown}"));
+        let reference = reference_in(note).expect("a reference");
+        assert!(reference.starts_with("observation://2?offset="), "{reference}");
+        assert_eq!(recall_to_the_end(&app, &session, reference).await, arguments);
+        // The whole event reads as its text, then its call and arguments.
+        let whole = recall_to_the_end(&app, &session, "observation://write").await;
+        assert_eq!(whole, format!("Writing it.\n[tool call write w1] {arguments}"));
     }
 }

@@ -241,6 +241,15 @@ pub struct SummarizerArgs {
         default_value_t = 2_048
     )]
     pub summarizer_max_output_tokens: u32,
+    /// The summariser model's context window in tokens. A summary is asked for only when the
+    /// prompt fits in it with the answer and a reserve of 4,096 tokens; the middle of the new
+    /// events is cut from the prompt to fit (the deterministic facts still cover them all).
+    #[arg(
+        long,
+        env = "CTXD_SUMMARIZER_CONTEXT_TOKENS",
+        default_value_t = 128_000
+    )]
+    pub summarizer_context_tokens: u32,
 }
 
 impl std::fmt::Debug for SummarizerArgs {
@@ -291,6 +300,7 @@ impl SummarizerArgs {
             api_key,
             timeout: Duration::from_secs(self.summarizer_timeout_secs),
             max_output_tokens: self.summarizer_max_output_tokens,
+            context_tokens: self.summarizer_context_tokens,
             limits: CallLimits {
                 breaker_failures: self.summarizer_breaker_failures,
                 breaker_cooldown: Duration::from_secs(self.summarizer_breaker_cooldown_secs),

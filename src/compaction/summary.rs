@@ -103,6 +103,7 @@ mod tests {
             // The operator's bound is generous: the deadline below is what must hold.
             timeout: Duration::from_secs(30),
             max_output_tokens: 100,
+            context_tokens: 128_000,
             limits: CallLimits::default(),
         })
     }

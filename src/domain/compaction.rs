@@ -374,6 +374,9 @@ pub enum FallbackReason {
     NotPrepared,
     /// No model is configured, or the tier never asks one (emergency).
     NoneConfigured,
+    /// The model's window cannot hold the instructions and the earlier summary with its answer
+    /// and a reserve of 4,096 tokens: it is not asked.
+    InputTooLarge,
 }
 
 /// Which summariser made a summary, what happened and what it cost.

@@ -135,7 +135,9 @@ impl Admitted<'_> {
         self.finished = true;
         let (succeeded, retry_after) = match result {
             // The model answered; a narrative it was refused for says nothing of its health.
-            Ok(_) | Err(SummarizeError::Refused { .. }) => (true, None),
+            Ok(_) | Err(SummarizeError::Refused { .. } | SummarizeError::InputTooLarge { .. }) => {
+                (true, None)
+            }
             Err(SummarizeError::Status { retry_after, .. }) => (false, *retry_after),
             Err(_) => (false, None),
         };

@@ -62,6 +62,15 @@ pub enum SummarizeError {
     Transport(String),
     #[error("the summariser failed repeatedly and is not called for a while")]
     CircuitOpen,
+    #[error(
+        "the summariser's input needs {needed} tokens with its answer and a reserve of \
+         {reserve}, more than its {context}-token window"
+    )]
+    InputTooLarge {
+        needed: i64,
+        reserve: i64,
+        context: i64,
+    },
 }
 
 impl SummarizeError {
@@ -73,6 +82,7 @@ impl SummarizeError {
             Self::Refused { .. } => FallbackReason::RefusedNarrative,
             Self::Transport(_) => FallbackReason::Unreachable,
             Self::CircuitOpen => FallbackReason::CircuitOpen,
+            Self::InputTooLarge { .. } => FallbackReason::InputTooLarge,
         }
     }
 }

@@ -373,6 +373,7 @@ async fn with_provider(backend: Backend, base_url: String, timeout: Duration) ->
             api_key: Some("sk-test".into()),
             timeout,
             max_output_tokens: 500,
+            context_tokens: 128_000,
             limits: CallLimits::default(),
         }),
     )

@@ -156,6 +156,7 @@ async fn a_model_that_does_not_answer_holds_up_no_compaction(backend: Backend) {
             api_key: None,
             timeout: Duration::from_secs(20),
             max_output_tokens: 500,
+            context_tokens: 128_000,
             limits: CallLimits::default(),
         }),
     )

@@ -56,6 +56,7 @@ async fn with_model(backend: Backend, base_url: String, timeout: Duration) -> Te
             api_key: Some(KEY.into()),
             timeout,
             max_output_tokens: 500,
+            context_tokens: 128_000,
             limits: CallLimits::default(),
         }),
     )

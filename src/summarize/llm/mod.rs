@@ -71,6 +71,9 @@ pub struct LlmConfig {
     /// Bounds the whole call, from connecting to the last byte of the answer.
     pub timeout: Duration,
     pub max_output_tokens: u32,
+    /// The model's context window: the prompt, the answer and a reserve of
+    /// [`INPUT_RESERVE_TOKENS`] must fit in it.
+    pub context_tokens: u32,
     /// The breaker and the bound on concurrent calls.
     pub limits: CallLimits,
 }
@@ -84,6 +87,7 @@ impl fmt::Debug for LlmConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
             .field("timeout", &self.timeout)
             .field("max_output_tokens", &self.max_output_tokens)
+            .field("context_tokens", &self.context_tokens)
             .field("limits", &self.limits)
             .finish()
     }
@@ -227,7 +231,7 @@ impl<A: Api> LlmSummarizer<A> {
                 spent,
             },
             Transport(why) => Transport(self.redact(&why)),
-            e @ (Timeout(_) | CircuitOpen) => e,
+            e @ (Timeout(_) | CircuitOpen | InputTooLarge { .. }) => e,
         }
     }
 
@@ -302,7 +306,7 @@ impl<A: Api> Summarizer for LlmSummarizer<A> {
         request: SummaryRequest<'_>,
     ) -> Result<SummaryOutput, SummarizeError> {
         let started = Instant::now();
-        let prompt = prompt::prompt(&request);
+        let prompt = self.prompt_within_window(&request)?;
         let result = async {
             let body = tokio::time::timeout(self.config.timeout, self.call(&prompt))
                 .await
@@ -321,6 +325,49 @@ impl<A: Api> Summarizer for LlmSummarizer<A> {
         .await;
         // Providers quote what they were sent, the key included: no error text may carry it.
         result.map_err(|e| self.redacted(e))
+    }
+}
+
+/// Tokens of the summariser's window kept free beyond the prompt and the answer.
+pub const INPUT_RESERVE_TOKENS: i64 = 4_096;
+/// The fewest tokens of new events worth a call: below that the model would see too little of
+/// what it summarises.
+const MIN_EVENTS_TOKENS: i64 = 1_000;
+
+impl<A: Api> LlmSummarizer<A> {
+    /// The prompt, its events cut to what the model's window holds with the answer and the
+    /// reserve; an error, and no call, when the instructions and the earlier summary leave too
+    /// little room for them.
+    fn prompt_within_window(
+        &self,
+        request: &SummaryRequest<'_>,
+    ) -> Result<prompt::Prompt, SummarizeError> {
+        let fixed = prompt::prompt(request, 0);
+        let fixed_user = prompt::estimated_tokens(&fixed.user);
+        let fixed_tokens = prompt::estimated_tokens(&fixed.system) + fixed_user;
+        let context = i64::from(self.config.context_tokens);
+        let answer = i64::from(self.config.max_output_tokens);
+        let room = context - INPUT_RESERVE_TOKENS - answer - fixed_tokens;
+        if room < MIN_EVENTS_TOKENS {
+            return Err(SummarizeError::InputTooLarge {
+                needed: fixed_tokens + MIN_EVENTS_TOKENS + answer + INPUT_RESERVE_TOKENS,
+                reserve: INPUT_RESERVE_TOKENS,
+                context,
+            });
+        }
+        // Three characters a token for ASCII; text of other scripts takes more tokens a
+        // character, and the events are cut shorter until they fit.
+        let mut chars = usize::try_from(room.saturating_mul(3))
+            .unwrap_or(usize::MAX)
+            .min(prompt::EVENTS_CHARS);
+        loop {
+            let prompt = prompt::prompt(request, chars);
+            let tokens = prompt::estimated_tokens(&prompt.user) - fixed_user;
+            if tokens <= room || chars == 0 {
+                return Ok(prompt);
+            }
+            chars = (chars as i64 * room / tokens.max(1)) as usize * 9 / 10;
+        }
     }
 }
 
@@ -440,6 +487,16 @@ mod tests {
         }
 
         fn summarizer(&self, kind: LlmKind, timeout: Duration) -> Arc<dyn Summarizer> {
+            self.summarizer_in(kind, timeout, 128_000)
+        }
+
+        /// A summariser whose model has a window of `context_tokens`.
+        fn summarizer_in(
+            &self,
+            kind: LlmKind,
+            timeout: Duration,
+            context_tokens: u32,
+        ) -> Arc<dyn Summarizer> {
             let base_url = match kind {
                 LlmKind::OpenAi => format!("{}/v1/", self.url),
                 LlmKind::Anthropic => self.url.clone(),
@@ -451,6 +508,7 @@ mod tests {
                 api_key: Some(KEY.into()),
                 timeout,
                 max_output_tokens: 1234,
+                context_tokens,
                 limits: CallLimits::default(),
             })
         }
@@ -570,6 +628,58 @@ mod tests {
         assert_eq!(output.info.attempts, 1);
         assert!(!output.info.output_truncated);
         assert!(output.info.latency_ms >= 0.0);
+    }
+
+    /// The prompt fits the model's window with the answer and a 4,096-token reserve: the new
+    /// events are cut to fit, and a window too small for even the earlier summary is not
+    /// called at all (the deterministic summary stands in, saying why).
+    #[tokio::test]
+    async fn the_prompt_fits_the_models_window_with_the_reserve() {
+        let fake = FakeProvider::answering(LlmKind::OpenAi, GOOD_ANSWER).await;
+        let mut many = events();
+        for i in 0..400 {
+            let mut event = many[0].clone();
+            event.seq = 100 + i;
+            if let EventBody::Message(m) = &mut event.body {
+                m.content = format!("step {i}: {}", "details of the step ".repeat(40)).into();
+            }
+            many.push(event);
+        }
+        // 400 events of ~800 characters: ~110,000 characters rendered, over 30,000 tokens.
+        let window = 20_000;
+        let summarizer = fake.summarizer_in(LlmKind::OpenAi, PATIENT, window);
+        summarize_with(&*summarizer, &previous(), &many, 2000)
+            .await
+            .unwrap();
+        let [sent] = fake.received().try_into().unwrap();
+        let prompt: String = sent.body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        let tokens = prompt::estimated_tokens(&prompt);
+        assert!(
+            tokens + 1234 + INPUT_RESERVE_TOKENS <= i64::from(window),
+            "{tokens} tokens in a {window}-token window"
+        );
+        assert!(
+            prompt.contains("step 0:") && prompt.contains("step 399:"),
+            "both ends"
+        );
+        assert!(!prompt.contains("step 200:"), "the middle is cut");
+
+        // A window the instructions and the answer alone fill: no call.
+        let tiny = fake.summarizer_in(LlmKind::OpenAi, PATIENT, 6_000);
+        let error = summarize_with(&*tiny, &previous(), &many, 2000)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.reason(),
+            crate::summarize::FallbackReason::InputTooLarge
+        );
+        assert!(error.to_string().contains("6000-token window"), "{error}");
+        assert_eq!(fake.received().len(), 1, "the model was not asked");
     }
 
     #[tokio::test]
@@ -791,6 +901,7 @@ mod tests {
             api_key: None,
             timeout: PATIENT,
             max_output_tokens: 100,
+            context_tokens: 128_000,
             limits: CallLimits::default(),
         });
         let result = summarize_with(&*summarizer, &previous(), &events(), 2000).await;
@@ -868,6 +979,7 @@ mod tests {
                 api_key: None,
                 timeout: PATIENT,
                 max_output_tokens: 100,
+                context_tokens: 128_000,
                 limits: CallLimits::default(),
             });
             let result = summarize_with(&*summarizer, &previous(), &events(), 2000).await;
@@ -887,6 +999,7 @@ mod tests {
             api_key: Some(KEY.into()),
             timeout: PATIENT,
             max_output_tokens: 1,
+            context_tokens: 128_000,
             limits: CallLimits::default(),
         };
         let shown = format!("{config:?}");

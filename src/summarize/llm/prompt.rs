@@ -12,8 +12,8 @@ const MESSAGE_CHARS: usize = 2_000;
 /// Tool outputs are the bulk of a session and the least worth reading in full.
 const TOOL_RESULT_CHARS: usize = 1_000;
 const ARGUMENTS_CHARS: usize = 500;
-/// Characters of all rendered events together, so that the prompt fits the summariser's window.
-const EVENTS_CHARS: usize = 120_000;
+/// Characters of all rendered events together at most, whatever the summariser's window.
+pub(super) const EVENTS_CHARS: usize = 120_000;
 /// Characters of an anchor value kept from an answer.
 const ANCHOR_CHARS: usize = 1_000;
 /// Characters of an answer quoted in an error.
@@ -26,8 +26,9 @@ pub(super) struct Prompt {
     pub user: String,
 }
 
-/// Builds the prompt: the previous summary and anchors, then the new events, each bounded.
-pub(super) fn prompt(request: &SummaryRequest<'_>) -> Prompt {
+/// Builds the prompt: the previous summary and anchors, then the new events, each bounded and
+/// all of them within `events_chars`.
+pub(super) fn prompt(request: &SummaryRequest<'_>, events_chars: usize) -> Prompt {
     let system = format!(
         "You maintain the running summary of an AI agent's working session. Older parts of the \
          conversation are being removed from the agent's context and your summary replaces them, \
@@ -64,9 +65,22 @@ pub(super) fn prompt(request: &SummaryRequest<'_>) -> Prompt {
         a.key_decision,
         a.tried_solution,
         a.next_step,
-        render_events(request.events, EVENTS_CHARS),
+        render_events(request.events, events_chars),
     );
     Prompt { system, user }
+}
+
+/// A generous estimate of the tokens `text` takes for any model: three ASCII characters a
+/// token, one for any other character.
+pub(super) fn estimated_tokens(text: &str) -> i64 {
+    let other = text.chars().filter(|c| !c.is_ascii()).count();
+    let ascii = text.len()
+        - text
+            .chars()
+            .filter(|c| !c.is_ascii())
+            .map(char::len_utf8)
+            .sum::<usize>();
+    (ascii / 3 + other) as i64
 }
 
 /// One line (or block) per event, within `max_chars` overall: when the events do not fit, the

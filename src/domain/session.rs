@@ -80,9 +80,17 @@ pub struct EpisodicConfig {
     /// any failed result 2).
     #[serde(default)]
     pub tool_priorities: BTreeMap<String, u8>,
+    /// The longest tool result shown in full, in characters, even while active: a longer one
+    /// is shown as its head and tail with its reference. Half the room bounds it too.
+    #[serde(default = "EpisodicConfig::default_observation_max_chars")]
+    #[schema(default = 16000, minimum = 1200, maximum = 1000000)]
+    pub observation_max_chars: u32,
 }
 
 impl EpisodicConfig {
+    fn default_observation_max_chars() -> u32 {
+        16_000
+    }
     fn default_trigger() -> f64 {
         0.80
     }
@@ -120,6 +128,7 @@ impl Default for EpisodicConfig {
             trigger: Self::default_trigger(),
             target: Self::default_target(),
             tool_priorities: BTreeMap::new(),
+            observation_max_chars: Self::default_observation_max_chars(),
         }
     }
 }
@@ -382,6 +391,12 @@ impl SessionConfig {
                     "tool names have 1 to 256 characters, without NUL".into(),
                 );
             }
+        }
+        if !(1_200..=1_000_000).contains(&e.observation_max_chars) {
+            fail(
+                "episodic.observation_max_chars",
+                "must be 1200 to 1000000 characters (a preview's size and more)".into(),
+            );
         }
         if e.tool_priorities.len() > 1_000 {
             fail("episodic.tool_priorities", "at most 1000 tools".into());

@@ -1,6 +1,6 @@
 //! The episodic policy: eviction by structure instead of age alone. Every call, a tool result
-//! larger than min(16,000 characters, half the room) is shown as its head and tail, even while
-//! active. When the view reaches the trigger (or the caller forces it), passes run in order,
+//! larger than `observation_max_chars` (16,000 characters) or `item_max_share` of the room is
+//! shown as its head and tail, even while active. When the view reaches the trigger (or the caller forces it), passes run in order,
 //! each stopping as soon as the view is down to the target:
 //!
 //! 1. completed tool exchanges outside completed episodes and the active items, by their tool's
@@ -41,8 +41,6 @@ use crate::domain::episodes::{Episode, Episodes};
 use crate::domain::event::{EpisodeKind, Event, EventBody, Role};
 use crate::domain::session::SessionConfig;
 
-/// The largest tool result shown in full, in characters, before the share of the room.
-const OBSERVATION_MAX_CHARS: i64 = 16_000;
 /// Characters a token holds at least in tool output, to size a cap given in tokens.
 const CHARS_PER_TOKEN: i64 = 3;
 
@@ -166,9 +164,8 @@ impl<'a> Run<'a> {
 
     /// Shows every tool result over the observation cap as its head and tail.
     fn cap_observations(&mut self) {
-        let half_room = self.bounds.room / 2 * CHARS_PER_TOKEN;
-        let cap = OBSERVATION_MAX_CHARS
-            .min(half_room)
+        let cap = i64::from(self.input.config.episodic.observation_max_chars)
+            .min(self.bounds.item_cap * CHARS_PER_TOKEN)
             .max(view::PREVIEW_CHARS as i64);
         let id = self.input.compaction_id;
         let mut capped = Vec::new();

@@ -8,12 +8,16 @@ use crate::domain::session::{Policy, SessionConfig};
 use crate::domain::state::CompactionState;
 use crate::tokens::Tokenizer;
 
+/// The passes' tests use results a few times the default observation cap at small windows:
+/// the cap here is half the room (`the_observation_cap_scales_with_the_window` checks the
+/// default).
 fn config(window: u32) -> SessionConfig {
     SessionConfig {
         context_window: window,
         max_output_tokens: 1_000,
         tokenizer: Tokenizer::Chars4,
         policy: Policy::Episodic,
+        item_max_share: 0.5,
         ..SessionConfig::default()
     }
 }
@@ -236,6 +240,37 @@ async fn a_large_observation_is_capped_while_active() {
     assert_eq!(p, Projection::Preview);
     assert!(content.len() < 17_000, "{}", content.len());
     assert!(content.contains(&format!("observation://{seq}?offset=")));
+}
+
+/// The observation cap is the smaller of `observation_max_chars` and `item_max_share` of the
+/// room: a small window caps a mid-sized read that a large one shows whole, and the setting
+/// moves the cap.
+#[tokio::test]
+async fn the_observation_cap_scales_with_the_window() {
+    let mut log = Log::default();
+    log.user("Read the file.");
+    let seq = exchange(&mut log, "f", "read", 6_000);
+    let shown_as = |window: u32, max_chars: u32| {
+        let mut cfg = config(window);
+        cfg.item_max_share = SessionConfig::default().item_max_share;
+        cfg.episodic.observation_max_chars = max_chars;
+        let log = &log;
+        async move {
+            let out = run(&cfg, &CompactionState::default(), log, 0, Mode::Auto, 0)
+                .await
+                .unwrap();
+            let (p, content) = shown(&out, seq).unwrap();
+            (p, content.chars().count())
+        }
+    };
+    // 16K: 6 % of the room is about 900 tokens, some 2,700 characters.
+    let (p, chars) = shown_as(16_000, 16_000).await;
+    assert_eq!(p, Projection::Preview);
+    assert!((2_000..3_500).contains(&chars), "{chars}");
+    assert_eq!(shown_as(200_000, 16_000).await, (Projection::Full, 6_000));
+    let (p, chars) = shown_as(200_000, 4_000).await;
+    assert_eq!(p, Projection::Preview);
+    assert!(chars < 4_500, "{chars}");
 }
 
 /// History without episodes: pass 1, then the oldest conversation folded into the summary,

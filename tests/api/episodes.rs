@@ -125,7 +125,9 @@ on_both_backends! {
     async fn an_episodic_session_archives_by_structure_and_shows_its_episodes(app) {
         let id = app.create_session(json!({"config": {
             "context_window": 8000, "max_output_tokens": 1000, "tokenizer": "chars4",
-            "policy": "episodic", "episodic": {"trigger": 0.8, "target": 0.7}
+            "policy": "episodic", "episodic": {"trigger": 0.8, "target": 0.7},
+            // Results of 8,000 characters shown whole in this small window.
+            "item_max_share": 0.5
         }})).await;
         let mut events = vec![json!({"type": "message", "role": "system", "content": "You are a coding agent."}),
             say("Fix the parser and update the docs."), start("parser", "exploration", &[])];

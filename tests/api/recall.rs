@@ -296,7 +296,7 @@ on_both_backends! {
         // them exactly.
         let session = app.create_session(json!({"config": {
             "context_window": 8000, "max_output_tokens": 1000, "tokenizer": "chars4",
-            "policy": "episodic"
+            "policy": "episodic", "item_max_share": 0.5
         }})).await;
         let content = "fn rule() {}\n".repeat(400);
         let arguments = json!({"path": "src/parse.rs", "content": content}).to_string();

@@ -235,6 +235,7 @@ pub struct SessionConfig {
     pub item_max_share: f64,
     /// The longest summary, in characters (default: about a tenth of the window in tokens, at
     /// four characters a token: at least 2000 and at most 32000, never more than the window).
+    /// Answers show the size in use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 200, maximum = 100000000)]
     pub summary_max_chars: Option<u32>,
@@ -270,9 +271,17 @@ impl SessionConfig {
 
     /// The bound on the summary's length in characters.
     pub fn summary_max_chars(&self) -> usize {
-        let sized = (self.context_window / 10 * 4).clamp(2_000, 32_000);
         self.summary_max_chars
-            .unwrap_or(sized.min(self.context_window)) as usize
+            .unwrap_or_else(|| Self::default_summary_max_chars(self.context_window))
+            as usize
+    }
+
+    /// About a tenth of the window in tokens, at four characters a token: at least 2,000 and
+    /// at most 32,000 characters, never more than the window.
+    fn default_summary_max_chars(context_window: u32) -> u32 {
+        (context_window / 10 * 4)
+            .clamp(2_000, 32_000)
+            .min(context_window)
     }
 
     /// The fewest tokens a compaction must free to rewrite the view's middle.
@@ -401,7 +410,9 @@ impl SessionConfig {
         if e.tool_priorities.len() > 1_000 {
             fail("episodic.tool_priorities", "at most 1000 tools".into());
         }
-        if let Some(max) = self.summary_max_chars {
+        // A window out of range is named above; the summary's size is then not judged by it.
+        let window_ok = (MIN_CONTEXT_WINDOW..=MAX_CONTEXT_WINDOW).contains(&self.context_window);
+        if let Some(max) = self.summary_max_chars.filter(|_| window_ok) {
             if !(200..=self.context_window).contains(&max) {
                 fail(
                     "summary_max_chars",
@@ -557,6 +568,15 @@ pub struct Session {
     pub head_seq: i64,
     /// The sum of the token costs of all events.
     pub total_tokens: i64,
+}
+
+impl Session {
+    /// The session as answers show it: its configuration's summary size is the one in use,
+    /// even when it was left to its default (which follows the window).
+    pub fn shown(mut self) -> Self {
+        self.config.summary_max_chars = Some(self.config.summary_max_chars() as u32);
+        self
+    }
 }
 
 #[cfg(test)]

@@ -125,7 +125,7 @@ async fn create_session(
     Ok((
         StatusCode::CREATED,
         [(header::LOCATION, location)],
-        Json(session),
+        Json(session.shown()),
     ))
 }
 
@@ -204,7 +204,7 @@ async fn list_sessions(
         None
     };
     Ok(Json(SessionPage {
-        sessions,
+        sessions: sessions.into_iter().map(Session::shown).collect(),
         next_cursor,
     }))
 }
@@ -240,7 +240,7 @@ async fn get_session(
         .store
         .get_session(id)
         .await?
-        .map(Json)
+        .map(|s| Json(s.shown()))
         .ok_or_else(|| ApiError::session_not_found(id))
 }
 

@@ -1,7 +1,7 @@
 //! The PostgreSQL store: production storage, safe for many replicas.
 
 use async_trait::async_trait;
-use sqlx::postgres::{PgPool, PgPoolOptions, PgQueryResult};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgQueryResult};
 use sqlx::Postgres;
 use uuid::Uuid;
 
@@ -55,13 +55,37 @@ struct AppendFactsRow {
     event: JoinedEventRow,
 }
 
+/// How long connecting at start may take before ctxd gives up, saying so.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub struct PostgresStore {
     pool: PgPool,
 }
 
 impl PostgresStore {
+    /// Connects, failing within [`CONNECT_TIMEOUT`] with the cause (connection refused, an
+    /// unknown host, a wrong password) when the server cannot be used.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
-        let pool = Self::pool_options(max_connections).connect(url).await?;
+        use sqlx::{ConnectOptions, Connection};
+        let options: PgConnectOptions = url.parse()?;
+        // One direct attempt first: the pool retries a refused connection until its acquire
+        // timeout runs out and then says only that it timed out.
+        match tokio::time::timeout(CONNECT_TIMEOUT, options.connect()).await {
+            Ok(Ok(connection)) => {
+                let _ = connection.close().await;
+            }
+            Ok(Err(error)) => return Err(error.into()),
+            Err(_) => {
+                return Err(StoreError::Config(format!(
+                    "PostgreSQL at {} did not answer within {} s",
+                    super::redact(url),
+                    CONNECT_TIMEOUT.as_secs()
+                )))
+            }
+        }
+        let pool = Self::pool_options(max_connections)
+            .connect_with(options)
+            .await?;
         Ok(Self { pool })
     }
 

@@ -339,3 +339,38 @@ on_both_backends! {
         assert_eq!(whole, format!("Writing it.\n[tool call write w1] {arguments}"));
     }
 }
+
+on_both_backends! {
+    async fn the_readme_walkthrough_compact_answers_as_shown(app) {
+        let session = app.create_session(json!({"config": {"context_window": 128000}})).await;
+        app.append(&session, json!([
+            {"id": "m1", "type": "message", "role": "user", "content": "List the files in src/"},
+            {"id": "m2", "type": "message", "role": "assistant", "content": "",
+             "tool_calls": [{"id": "call_1", "name": "shell", "arguments": "{\"cmd\":\"ls src\"}"}]},
+            {"id": "m3", "type": "message", "role": "tool", "tool_call_id": "call_1", "name": "shell",
+             "content": "main.rs\nlib.rs"}
+        ])).await;
+        let reply = app.post(&format!("/sessions/{session}/compact"),
+            &json!({"format": "openai", "tools": []})).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        let record = &reply.body["record"];
+        let readme = include_str!("../../README.md");
+        let shown = readme.lines().find(|l| l.starts_with("# {\"view\":{\"messages\":[…]},\"record\":"))
+            .expect("the README's compact answer");
+        let number = |field: &str| -> i64 {
+            let at = shown.find(&format!("\"{field}\":")).unwrap_or_else(|| panic!("{field} in {shown}"));
+            shown[at + field.len() + 3..].split([',', '}']).next().unwrap().parse().unwrap()
+        };
+        for field in ["tokens_after", "input_tokens_estimate"] {
+            assert_eq!(record[field].as_i64(), Some(number(field)), "{field}: {record}");
+        }
+        assert!(shown.contains(&format!("\"tier\":{}", record["tier"])), "{record}");
+        assert!(shown.contains(&format!("\"acted\":{}", record["acted"])), "{record}");
+        assert_eq!(reply.body["persisted"], false);
+        // And the explanation below it.
+        let reserved = reply.body["record"]["tokens_after"].as_i64().unwrap()
+            - record["input_tokens_estimate"].as_i64().unwrap();
+        assert_eq!(reserved, 8192);
+        assert!(readme.contains("the 8,192 tokens reserved for\nthe model's answer"));
+    }
+}

@@ -23,7 +23,8 @@ on_both_backends! {
                 "min_tail_messages": 6, "offload_threshold_chars": 4000,
                 "min_compaction_gain": 0.05, "tail_max_share": 0.15, "item_max_share": 0.06,
                 "episodic": {"trigger": 0.8, "target": 0.6, "tool_priorities": {},
-                             "observation_max_chars": 16000}
+                             "observation_max_chars": 16000},
+                "summary_max_chars": 32000
             })
         );
         assert_eq!(reply.body["head_seq"], 0);

@@ -117,3 +117,55 @@ async fn serves_on_the_embedded_default_and_drains_on_sigterm() {
         "ctxd exits cleanly after draining: {status:?}"
     );
 }
+
+/// With PostgreSQL unreachable, `ctxd migrate` ends at once with the cause (the connection was
+/// refused), not after the pool's timeout with only "pool timed out".
+#[tokio::test]
+async fn an_unreachable_database_is_named_with_its_cause() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("postgres://ctxd:secret-password@127.0.0.1:{port}/ctxd");
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxd"))
+        .args(["migrate", "--database-url", &url])
+        .output()
+        .await
+        .expect("run ctxd migrate");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.to_lowercase().contains("refused"), "{stderr}");
+    assert!(!stderr.contains("pool timed out"), "{stderr}");
+    assert!(!stderr.contains("secret-password"), "{stderr}");
+}
+
+/// Logs written to a pipe or a file carry no terminal colour codes.
+#[tokio::test]
+async fn logs_to_a_pipe_are_plain_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxd"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .env_remove("CTXD_DATABASE_URL")
+        .env_remove("CTXD_LOG_FORMAT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start ctxd");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut logged = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !String::from_utf8_lossy(&logged).contains("serving") {
+        let n = tokio::time::timeout(Duration::from_secs(60), stdout.read(&mut buffer))
+            .await
+            .expect("ctxd logs that it serves")
+            .unwrap();
+        assert!(n > 0, "ctxd exited: {}", String::from_utf8_lossy(&logged));
+        logged.extend_from_slice(&buffer[..n]);
+    }
+    let logged = String::from_utf8_lossy(&logged);
+    assert!(!logged.contains('\u{1b}'), "{logged:?}");
+    assert!(logged.contains("INFO"), "{logged}");
+    child.kill().await.unwrap();
+}

@@ -204,12 +204,20 @@ impl IntoResponse for ApiError {
 
 fn render(status: StatusCode, problem: &Problem) -> Response {
     let body = serde_json::to_vec(problem).unwrap_or_default();
-    (
+    let mut response = (
         status,
         [(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON))],
         body,
     )
-        .into_response()
+        .into_response();
+    // Every 503 is worth retrying: say when.
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from_static(RETRY_AFTER_SECS),
+        );
+    }
+    response
 }
 
 impl From<StoreError> for ApiError {
@@ -218,11 +226,32 @@ impl From<StoreError> for ApiError {
             StoreError::Database(sqlx::Error::PoolTimedOut) => {
                 Self::Unavailable("the database is overloaded; retry shortly".into())
             }
-            StoreError::Database(sqlx::Error::Io(e)) => Self::DatabaseUnreachable(e.to_string()),
+            StoreError::Database(e) if is_transient(&e) => Self::DatabaseUnreachable(e.to_string()),
             other => Self::Internal(other.to_string()),
         }
     }
 }
+
+/// Whether a database error says the connection or the server went away (a restart, a
+/// terminated backend, a server not yet accepting connections, too many connections): the
+/// same request succeeds once ctxd reconnects, so it is answered 503 with `Retry-After`.
+fn is_transient(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(e) => e.code().is_some_and(|code| {
+            // 08: connection exception; 57P01-57P03: admin shutdown, crash shutdown, cannot
+            // connect now; 53300: too many connections.
+            code.starts_with("08") || code.starts_with("57P0") || code == "53300"
+        }),
+        _ => false,
+    }
+}
+
+/// What a 503 answer asks the client to wait, in seconds.
+const RETRY_AFTER_SECS: &str = "1";
 
 impl From<AppendError> for ApiError {
     fn from(e: AppendError) -> Self {

@@ -37,6 +37,9 @@ async fn healthz() -> Json<Health> {
     })
 }
 
+/// How long readiness waits for the database.
+const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1_500);
+
 /// Readiness: the database answers.
 #[utoipa::path(get, path = "/readyz", tag = "health", operation_id = "get_readiness",
     responses(
@@ -46,10 +49,22 @@ async fn healthz() -> Json<Health> {
             content_type = "application/problem+json")
     ))]
 async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
-    state.store.ping().await.map_err(|e| {
-        tracing::warn!(error = %e, "readiness check failed");
-        ApiError::Unavailable("the database does not answer".into())
-    })?;
+    // Fails fast: an orchestrator's probe must not wait for the pool's timeout.
+    let ping = tokio::time::timeout(READY_TIMEOUT, state.store.ping()).await;
+    match ping {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "readiness check failed");
+            return Err(ApiError::Unavailable("the database does not answer".into()));
+        }
+        Err(_) => {
+            tracing::warn!("readiness check timed out");
+            return Err(ApiError::Unavailable(format!(
+                "the database did not answer within {} ms",
+                READY_TIMEOUT.as_millis()
+            )));
+        }
+    }
     Ok(Json(Health {
         status: "ready",
         database: Some(state.store.backend()),

@@ -55,6 +55,8 @@ struct AppendFactsRow {
     event: JoinedEventRow,
 }
 
+/// How long a request waits for a pooled connection.
+const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 /// How long connecting at start may take before ctxd gives up, saying so.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -93,6 +95,9 @@ impl PostgresStore {
     pub fn pool_options(max_connections: u32) -> PgPoolOptions {
         PgPoolOptions::new()
             .max_connections(max_connections)
+            // A request waits at most this long for a connection: with the server down, it
+            // answers 503 (Retry-After) within seconds instead of at the request timeout.
+            .acquire_timeout(ACQUIRE_TIMEOUT)
             // No ping before handing out a connection: it doubles the round trips of the short
             // queries a compact call makes. A connection that died fails the query that uses it
             // (the request answers 503 and the connection is dropped), as a ping would only

@@ -123,3 +123,114 @@ on_both_backends! {
         assert!(docs.text().await.unwrap().contains("swagger"), "the docs UI is served from the binary");
     }
 }
+
+/// The database's connections are terminated under the service (a restart, an operator's
+/// `pg_terminate_backend`): requests answer 503 with Retry-After, never 500, and the service
+/// recovers by itself; nothing acknowledged is lost.
+#[tokio::test]
+async fn terminated_connections_answer_503_and_recover() {
+    let app = TestApp::spawn(Backend::Postgres).await;
+    let session = app.create_session(json!({})).await;
+    let mut acknowledged = 0;
+    for round in 0..3 {
+        // Warm the pool so that several connections are idle in it.
+        for i in 0..6 {
+            let reply = app.post(&format!("/sessions/{session}/events"), &json!({"events": [
+                {"type": "message", "role": "user", "content": format!("round {round} message {i}")}
+            ]})).await;
+            assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+            acknowledged += 1;
+        }
+        assert!(
+            app.terminate_connections().await > 0,
+            "the pool had connections"
+        );
+        let mut recovered = false;
+        for attempt in 0..20 {
+            let append = app
+                .post(
+                    &format!("/sessions/{session}/events"),
+                    &json!({"events": [
+                        {"id": format!("r{round}"), "type": "message", "role": "user",
+                         "content": format!("after the restart {round}")}
+                    ]}),
+                )
+                .await;
+            let compact = app
+                .post(&format!("/sessions/{session}/compact"), &json!({}))
+                .await;
+            for reply in [&append, &compact] {
+                match reply.status {
+                    StatusCode::OK | StatusCode::CREATED => {}
+                    StatusCode::SERVICE_UNAVAILABLE => {
+                        assert_eq!(reply.headers["retry-after"], "1", "{}", reply.body);
+                        assert_eq!(reply.body["type"], "urn:ctxd:problem:unavailable");
+                    }
+                    other => panic!("attempt {attempt}: {other} {}", reply.body),
+                }
+            }
+            if append.status == StatusCode::CREATED && compact.status == StatusCode::OK {
+                recovered = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(recovered, "the service did not recover by itself");
+        acknowledged += 1;
+    }
+    // Every acknowledged event is there once, with consecutive seqs (the client id made the
+    // retried appends idempotent).
+    let events = app
+        .get(&format!("/sessions/{session}/events?limit=1000"))
+        .await;
+    let seqs: Vec<i64> = events.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=acknowledged).collect::<Vec<i64>>());
+}
+
+/// With the database unreachable, readiness and requests answer 503 with Retry-After at once,
+/// not after the pool's or the request's timeout (the client here gives up well before
+/// either).
+#[tokio::test]
+async fn an_unreachable_database_is_answered_at_once() {
+    use sqlx::postgres::PgConnectOptions;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let options = PgConnectOptions::new()
+        .host("127.0.0.1")
+        .port(port)
+        .username("ctxd");
+    let pool = ctxd::store::PostgresStore::pool_options(4).connect_lazy_with(options);
+    let store = std::sync::Arc::new(ctxd::store::PostgresStore::from_pool(pool));
+    let state = ctxd::AppState::new(store, Limits::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, ctxd::app(state)).await });
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let ready = client
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .expect("readiness answers");
+    assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(ready.headers()["retry-after"], "1");
+    let created = client
+        .post(format!("{base}/sessions"))
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("a request answers");
+    assert_eq!(created.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(created.headers()["retry-after"], "1");
+    let body: serde_json::Value = created.json().await.unwrap();
+    assert_eq!(body["type"], "urn:ctxd:problem:unavailable", "{body}");
+}

@@ -7,7 +7,7 @@ use ctxd::store::{PostgresStore, SqliteStore, Store};
 use ctxd::{app, AppState, Limits};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection};
 use std::str::FromStr;
 use tempfile::TempDir;
@@ -24,6 +24,8 @@ pub struct TestStore {
     /// Direct SQL access to the same database, to check what the store must refuse.
     pub raw: RawDb,
     _dir: Option<TempDir>,
+    /// PostgreSQL: the test's schema, also its connections' application name.
+    pub schema: Option<String>,
 }
 
 pub enum RawDb {
@@ -63,6 +65,7 @@ impl TestStore {
                     store: Arc::new(store),
                     raw: RawDb::Sqlite(raw),
                     _dir: Some(dir),
+                    schema: None,
                 }
             }
             Backend::Postgres => {
@@ -77,11 +80,13 @@ impl TestStore {
                     .await
                     .expect("create test schema");
                 admin.close().await.ok();
+                // The pool settings ctxd runs with; the schema names its connections, so that
+                // a test can terminate them.
                 let options = PgConnectOptions::from_str(&url)
                     .expect("parse CTXD_TEST_DATABASE_URL")
-                    .options([("search_path", schema.as_str())]);
-                let pool = PgPoolOptions::new()
-                    .max_connections(12)
+                    .options([("search_path", schema.as_str())])
+                    .application_name(&schema);
+                let pool = PostgresStore::pool_options(12)
                     .connect_with(options)
                     .await
                     .expect("connect test pool");
@@ -91,6 +96,7 @@ impl TestStore {
                     store: Arc::new(store),
                     raw: RawDb::Postgres(pool),
                     _dir: None,
+                    schema: Some(schema),
                 }
             }
         }
@@ -148,6 +154,25 @@ impl TestApp {
             store: test_store.store.clone(),
             _store: test_store,
         }
+    }
+
+    /// PostgreSQL: terminates every server connection of this test's pool, as a database
+    /// restart or an operator's `pg_terminate_backend` would. Returns how many it ended.
+    pub async fn terminate_connections(&self) -> i64 {
+        let schema = self._store.schema.as_deref().expect("a PostgreSQL test");
+        let mut admin = PgConnection::connect(&postgres_url())
+            .await
+            .expect("admin connection");
+        let ended: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = $1) AS ended",
+        )
+        .bind(schema)
+        .fetch_one(&mut admin)
+        .await
+        .expect("terminate the test's connections");
+        admin.close().await.ok();
+        ended
     }
 
     /// Another replica of the service over the same database (its own memory, its own port).

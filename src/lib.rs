@@ -8,6 +8,7 @@ pub mod config;
 pub mod domain;
 pub mod engine;
 pub mod http;
+pub mod metrics;
 pub mod replay;
 pub mod store;
 pub mod summarize;

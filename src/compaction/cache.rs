@@ -213,12 +213,18 @@ impl ViewCache {
         let Ok(mut inner) = self.inner.lock() else {
             return CachedView::default();
         };
+        let metrics = &crate::metrics::METRICS;
         match inner.views.remove(&session_id) {
             Some((view, bytes, _)) => {
                 inner.bytes -= bytes;
+                metrics.cache_lookup(true);
+                metrics.cache_bytes(inner.bytes);
                 view
             }
-            None => CachedView::default(),
+            None => {
+                metrics.cache_lookup(false);
+                CachedView::default()
+            }
         }
     }
 
@@ -250,6 +256,7 @@ impl ViewCache {
                 inner.bytes -= freed;
             }
         }
+        crate::metrics::METRICS.cache_bytes(inner.bytes);
     }
 }
 

@@ -278,6 +278,7 @@ impl Job {
             }
         }
         record.duration_ms = self.started.elapsed().as_secs_f64() * 1e3;
+        crate::metrics::METRICS.compaction(&record);
         let persist = request.mode != Mode::DryRun && changed;
         let saved = persist
             && self.handle.block_on(self.store.save_compaction(

@@ -167,6 +167,7 @@ async fn append_events(
             crate::store::AppendError::SessionNotFound => ApiError::session_not_found(id),
             other => other.into(),
         })?;
+    crate::metrics::METRICS.append(outcome.acks.iter().filter(|a| !a.replayed).count());
     let status = if outcome.acks.iter().all(|a| a.replayed) {
         StatusCode::OK
     } else {

@@ -1,4 +1,4 @@
-//! Liveness and readiness probes.
+//! Liveness and readiness probes, and the metrics operators scrape.
 
 use axum::extract::State;
 use axum::Json;
@@ -24,6 +24,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(healthz))
         .routes(routes!(readyz))
+        .routes(routes!(metrics))
 }
 
 /// Liveness: the process is up.
@@ -69,4 +70,26 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError>
         status: "ready",
         database: Some(state.store.backend()),
     }))
+}
+
+/// Metrics in the Prometheus text format.
+///
+/// Requests by route and status with latency histograms, appends and events, compactions by
+/// policy, tier and trigger, summariser outcomes and latency, view cache lookups and bytes,
+/// and the database pool's connections: this replica's, since it started.
+#[utoipa::path(get, path = "/metrics", tag = "health", operation_id = "get_metrics",
+    responses((status = 200, description = "The metrics",
+        content_type = "text/plain", body = String,
+        example = "ctxd_compactions_total{acted=\"true\",policy=\"progressive\",tier=\"soft\",trigger=\"auto\"} 3")))]
+async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
+    let metrics = &crate::metrics::METRICS;
+    let (open, idle) = state.store.pool_status();
+    metrics.pool(open, idle);
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        metrics.render(),
+    )
 }

@@ -175,6 +175,27 @@ fn with_middleware_answers(mut api: utoipa::openapi::OpenApi) -> utoipa::openapi
     api
 }
 
+/// Counts each request by its route template and status, with its latency, as answered.
+async fn count_request(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let started = std::time::Instant::now();
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let response = next.run(request).await;
+    crate::metrics::METRICS.request(
+        method.as_str(),
+        &route,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
+
 /// The whole service: API routes, docs UI, and the middleware every request passes through.
 pub fn app(state: AppState) -> Router {
     // With a model, summaries are prepared in the background (see `compaction::prepare`).
@@ -191,6 +212,7 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
         .layer(
             ServiceBuilder::new()
+                .layer(axum::middleware::from_fn(count_request))
                 .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
                 .layer(
                     TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {

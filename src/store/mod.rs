@@ -82,6 +82,8 @@ pub trait Store: Send + Sync + 'static {
     async fn migrate(&self) -> Result<(), StoreError>;
     /// Succeeds when the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
+    /// The connection pool as it stands: connections open, and idle among them.
+    fn pool_status(&self) -> (u32, usize);
 
     async fn create_session(&self, new: &NewSession) -> Result<Session, StoreError>;
     async fn get_session(&self, id: Uuid) -> Result<Option<Session>, StoreError>;

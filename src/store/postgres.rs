@@ -127,6 +127,10 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    fn pool_status(&self) -> (u32, usize) {
+        (self.pool.size(), self.pool.num_idle())
+    }
+
     async fn create_session(&self, new: &NewSession) -> Result<Session, StoreError> {
         Q::create_session(&self.pool, new).await
     }

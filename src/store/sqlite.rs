@@ -106,6 +106,14 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn pool_status(&self) -> (u32, usize) {
+        let pools = [&self.reader, &self.writer];
+        (
+            pools.iter().map(|p| p.size()).sum(),
+            pools.iter().map(|p| p.num_idle()).sum(),
+        )
+    }
+
     async fn create_session(&self, new: &NewSession) -> Result<Session, StoreError> {
         Q::create_session(&self.writer, new).await
     }

@@ -182,6 +182,7 @@ async fn append_new(
             .await
         {
             Ok(outcome) => {
+                crate::metrics::METRICS.append(outcome.acks.iter().filter(|a| !a.replayed).count());
                 let seqs: Vec<i64> = outcome.acks.iter().map(|a| a.seq).collect();
                 let events: Vec<NewEvent> = batch.into_iter().map(|c| c.event).collect();
                 ledger.extend_appended(&events, &seqs);

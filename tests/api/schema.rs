@@ -152,6 +152,8 @@ on_both_backends! {
         assert_eq!(r.status, StatusCode::OK, "{}", r.body);
         let r = call(&app, spec, "get", "/readyz", "/readyz", None).await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        let r = call(&app, spec, "get", "/metrics", "/metrics", None).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
 
         // Sessions.
         let session = json!({"metadata": {"team": "search"}, "config": {

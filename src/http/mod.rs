@@ -215,7 +215,14 @@ pub fn app(state: AppState) -> Router {
                 .layer(axum::middleware::from_fn(count_request))
                 .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
                 .layer(
-                    TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+                    TraceLayer::new_for_http()
+                        // One line per request at info, in the request's span (its id).
+                        .on_response(
+                            tower_http::trace::DefaultOnResponse::new()
+                                .level(tracing::Level::INFO)
+                                .latency_unit(tower_http::LatencyUnit::Micros),
+                        )
+                        .make_span_with(|request: &Request<_>| {
                         let route = request
                             .extensions()
                             .get::<axum::extract::MatchedPath>()

@@ -169,3 +169,60 @@ async fn logs_to_a_pipe_are_plain_text() {
     assert!(logged.contains("INFO"), "{logged}");
     child.kill().await.unwrap();
 }
+
+/// `CTXD_LOG_FORMAT=json`: one JSON line per request, with its id, route and status.
+#[tokio::test]
+async fn json_logs_have_a_line_per_request_with_its_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxd"))
+        .args(["serve", "--listen", &addr])
+        .current_dir(dir.path())
+        .env_remove("CTXD_DATABASE_URL")
+        .env_remove("RUST_LOG")
+        .env("CTXD_LOG_FORMAT", "json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start ctxd");
+    let client = reqwest::Client::new();
+    let mut answered = false;
+    for _ in 0..200 {
+        let sent = client
+            .get(format!("http://{addr}/readyz"))
+            .header("x-request-id", "req-1234")
+            .send()
+            .await;
+        if sent.is_ok_and(|r| r.status().is_success()) {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(answered, "ctxd did not start");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut logged = String::new();
+    let mut buffer = [0u8; 4096];
+    let line = loop {
+        if let Some(line) = logged.lines().find(|l| l.contains("req-1234")) {
+            break line.to_owned();
+        }
+        let n = tokio::time::timeout(Duration::from_secs(60), stdout.read(&mut buffer))
+            .await
+            .expect("a line for the request")
+            .unwrap();
+        assert!(n > 0, "ctxd exited: {logged}");
+        logged.push_str(&String::from_utf8_lossy(&buffer[..n]));
+    };
+    let entry: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+    assert_eq!(entry["level"], "INFO", "{entry}");
+    assert_eq!(entry["span"]["request_id"], "req-1234", "{entry}");
+    assert_eq!(entry["span"]["route"], "/readyz", "{entry}");
+    assert_eq!(entry["fields"]["status"], 200, "{entry}");
+    child.kill().await.unwrap();
+}

@@ -180,6 +180,10 @@ pub struct ServeArgs {
     /// Log lines as text or JSON. Levels come from RUST_LOG (default info).
     #[arg(long, env = "CTXD_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Delete sessions with no append for this many seconds, with everything they own
+    /// (0: keep every session).
+    #[arg(long, env = "CTXD_RETENTION_IDLE_SECS", default_value_t = 0)]
+    pub retention_idle_secs: u64,
     #[command(flatten)]
     pub summarizer: SummarizerArgs,
 }

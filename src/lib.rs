@@ -10,6 +10,7 @@ pub mod engine;
 pub mod http;
 pub mod metrics;
 pub mod replay;
+pub mod retention;
 pub mod store;
 pub mod summarize;
 pub mod tokens;

@@ -201,6 +201,14 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         backend = store.backend(),
         "ctxd is serving; API docs at /docs"
     );
+    if args.retention_idle_secs > 0 {
+        let idle = std::time::Duration::from_secs(args.retention_idle_secs);
+        tracing::info!(
+            idle_secs = args.retention_idle_secs,
+            "idle sessions are deleted"
+        );
+        ctxd::retention::spawn(store.clone(), idle);
+    }
     let mut state = AppState::new(store, args.limits());
     state.summarizer = summarizer;
     state.view_cache = std::sync::Arc::new(ctxd::compaction::cache::ViewCache::new(

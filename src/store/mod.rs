@@ -90,6 +90,13 @@ pub trait Store: Send + Sync + 'static {
     async fn list_sessions(&self, filter: &SessionFilter) -> Result<Vec<Session>, StoreError>;
     /// Deletes the session and everything of it. False when there was no such session.
     async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError>;
+    /// Deletes at most `limit` sessions idle since before `idle_since` (no append since), the
+    /// longest idle first, with everything they own; how many it deleted.
+    async fn delete_idle_sessions(
+        &self,
+        idle_since: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError>;
 
     /// Appends a batch in one transaction, or nothing of it. Seqs are allocated under a
     /// per-session lock, so concurrent appends to one session never collide or leave gaps.

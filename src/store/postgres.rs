@@ -1,6 +1,7 @@
 //! The PostgreSQL store: production storage, safe for many replicas.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgQueryResult};
 use sqlx::Postgres;
 use uuid::Uuid;
@@ -145,6 +146,14 @@ impl Store for PostgresStore {
 
     async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError> {
         Q::delete_session(&self.pool, id).await
+    }
+
+    async fn delete_idle_sessions(
+        &self,
+        idle_since: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        Q::delete_idle_sessions(&self.pool, idle_since, limit).await
     }
 
     async fn append_events(

@@ -149,6 +149,24 @@ where
         Ok(DB::rows_affected(&done) > 0)
     }
 
+    /// Deletes at most `limit` of the sessions not appended to since `idle_since` (the longest
+    /// idle first), with everything they own. A documented cross-session statement: retention.
+    pub async fn delete_idle_sessions<'e>(
+        db: impl Executor<'e, Database = DB>,
+        idle_since: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM sessions WHERE session_id IN (SELECT session_id FROM sessions \
+             WHERE updated_at < $1 ORDER BY updated_at LIMIT $2)",
+        )
+        .bind(idle_since)
+        .bind(i64::from(limit))
+        .execute(db)
+        .await?;
+        Ok(DB::rows_affected(&done))
+    }
+
     pub async fn list_events<'e>(
         db: impl Executor<'e, Database = DB>,
         session_id: Uuid,

@@ -3,6 +3,7 @@
 //! Writes go through a single-connection pool and `BEGIN IMMEDIATE`, so concurrent appends
 //! queue for the write lock instead of failing; reads use their own pool (WAL mode).
 
+use chrono::{DateTime, Utc};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -128,6 +129,14 @@ impl Store for SqliteStore {
 
     async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError> {
         Q::delete_session(&self.writer, id).await
+    }
+
+    async fn delete_idle_sessions(
+        &self,
+        idle_since: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        Q::delete_idle_sessions(&self.writer, idle_since, limit).await
     }
 
     async fn append_events(

@@ -183,3 +183,59 @@ on_both_backends! {
         assert!(app.store.list_events(uuid, 0, 10).await.unwrap().is_empty(), "events cascade");
     }
 }
+
+on_both_backends! {
+    async fn idle_sessions_are_deleted_with_everything_they_own(app) {
+        // Sessions with events, tool calls, compactions (records, folded ranges, states).
+        let mut sessions = Vec::new();
+        for _ in 0..3 {
+            let id = app.create_session(json!({"config": {"context_window": 2000,
+                "max_output_tokens": 200, "tokenizer": "chars4"}})).await;
+            let mut events = Vec::new();
+            for i in 0..6 {
+                events.push(json!({"type": "message", "role": "assistant",
+                    "tool_calls": [{"id": format!("c{i}"), "name": "read", "arguments": {}}]}));
+                events.push(json!({"type": "message", "role": "tool", "tool_call_id": format!("c{i}"),
+                    "content": "x".repeat(900)}));
+            }
+            let appended = app.post(&format!("/sessions/{id}/events"), &json!({"events": events})).await;
+            assert_eq!(appended.status, StatusCode::CREATED, "{}", appended.body);
+            let compacted = app.post(&format!("/sessions/{id}/compact"), &json!({"mode": "force"})).await;
+            assert_eq!(compacted.status, StatusCode::OK, "{}", compacted.body);
+            sessions.push(id);
+        }
+        let tables = ["events", "tool_calls", "compaction_states", "compactions", "folded_ranges"];
+        let rows = |id: String| {
+            let app = &app;
+            async move {
+                let mut total = 0;
+                for table in tables {
+                    total += app.raw().count(&format!(
+                        "SELECT count(*) FROM {table} WHERE session_id = '{id}'")).await;
+                }
+                total
+            }
+        };
+        for id in &sessions {
+            assert!(rows(id.clone()).await > 0, "the session owns rows");
+        }
+        // Two sessions last appended to long ago.
+        for id in &sessions[..2] {
+            let aged = app.raw().execute(&format!(
+                "UPDATE sessions SET updated_at = '2000-01-01T00:00:00+00:00' WHERE session_id = '{id}'"
+            )).await.unwrap();
+            assert_eq!(aged, 1);
+        }
+        let idle = std::time::Duration::from_secs(30 * 24 * 3600);
+        // Batches of one: the sweep goes on until none is left.
+        let deleted = ctxd::retention::sweep(app.store.as_ref(), idle, 1).await.unwrap();
+        assert_eq!(deleted, 2);
+        for id in &sessions[..2] {
+            assert_eq!(app.get(&format!("/sessions/{id}")).await.status, StatusCode::NOT_FOUND);
+            assert_eq!(rows(id.clone()).await, 0, "no row of a deleted session remains");
+        }
+        assert_eq!(app.get(&format!("/sessions/{}", sessions[2])).await.status, StatusCode::OK);
+        assert!(rows(sessions[2].clone()).await > 0, "the active session keeps its rows");
+        assert_eq!(ctxd::retention::sweep(app.store.as_ref(), idle, 100).await.unwrap(), 0);
+    }
+}

@@ -40,6 +40,15 @@ impl RawDb {
             Self::Postgres(pool) => sqlx::query(sql).execute(pool).await?.rows_affected(),
         })
     }
+
+    /// The one integer `sql` selects.
+    pub async fn count(&self, sql: &str) -> i64 {
+        match self {
+            Self::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+            Self::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+        }
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
 }
 
 pub fn postgres_url() -> String {
@@ -154,6 +163,11 @@ impl TestApp {
             store: test_store.store.clone(),
             _store: test_store,
         }
+    }
+
+    /// Direct SQL access to the service's database.
+    pub fn raw(&self) -> &RawDb {
+        &self._store.raw
     }
 
     /// PostgreSQL: terminates every server connection of this test's pool, as a database

@@ -226,3 +226,141 @@ async fn json_logs_have_a_line_per_request_with_its_id() {
     assert_eq!(entry["fields"]["status"], 200, "{entry}");
     child.kill().await.unwrap();
 }
+
+/// Starts `ctxd serve` on `database_url`, waiting until it answers.
+async fn serve_on(database_url: &str, dir: &std::path::Path) -> (tokio::process::Child, String) {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let addr = format!("127.0.0.1:{port}");
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxd"))
+        .args(["serve", "--listen", &addr, "--database-url", database_url])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start ctxd");
+    for _ in 0..400 {
+        if reqwest::get(format!("http://{addr}/readyz"))
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return (child, addr);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("ctxd did not start on {database_url}");
+}
+
+/// A ctxd killed with SIGKILL in the middle of appends loses nothing it acknowledged: after a
+/// restart every acknowledged event is there exactly once, seqs consecutive, and a batch in
+/// flight at the kill is there whole or not at all.
+async fn sigkill_loses_nothing_acknowledged(database_url: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = serve_on(database_url, dir.path()).await;
+    let client = reqwest::Client::new();
+    let session: serde_json::Value = client
+        .post(format!("http://{addr}/sessions"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = session["id"].as_str().unwrap().to_owned();
+
+    // Four writers append batches of three as fast as they can; the process is killed under them.
+    let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut writers = Vec::new();
+    for w in 0..4 {
+        let (client, addr, id, acknowledged) = (
+            client.clone(),
+            addr.clone(),
+            id.clone(),
+            acknowledged.clone(),
+        );
+        writers.push(tokio::spawn(async move {
+            for b in 0.. {
+                let ids: Vec<String> = (0..3).map(|k| format!("w{w}-b{b}-{k}")).collect();
+                let events: Vec<_> = ids
+                    .iter()
+                    .map(|i| json!({"id": i, "type": "message", "role": "user", "content": i}))
+                    .collect();
+                let sent = client
+                    .post(format!("http://{addr}/sessions/{id}/events"))
+                    .json(&json!({"events": events}))
+                    .send()
+                    .await;
+                match sent {
+                    Ok(r) if r.status() == reqwest::StatusCode::CREATED => {
+                        acknowledged.lock().unwrap().extend(ids);
+                    }
+                    _ => return,
+                }
+            }
+        }));
+    }
+    while acknowledged.lock().unwrap().len() < 150 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    child.start_kill().expect("SIGKILL");
+    child.wait().await.unwrap();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+
+    let (_child, addr) = serve_on(database_url, dir.path()).await;
+    let log: serde_json::Value = client
+        .get(format!("http://{addr}/sessions/{id}/events?limit=1000"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let events = log["events"].as_array().unwrap();
+    let seqs: Vec<i64> = events.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert_eq!(
+        seqs,
+        (1..=events.len() as i64).collect::<Vec<_>>(),
+        "consecutive seqs"
+    );
+    let stored: Vec<&str> = events.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    let unique: std::collections::HashSet<&str> = stored.iter().copied().collect();
+    assert_eq!(unique.len(), stored.len(), "each event once");
+    for ack in &acknowledged {
+        assert!(unique.contains(ack.as_str()), "acknowledged {ack} was lost");
+    }
+    // A batch is whole or absent.
+    for event in &stored {
+        let batch = event.rsplit_once('-').unwrap().0;
+        let whole = (0..3).all(|k| unique.contains(format!("{batch}-{k}").as_str()));
+        assert!(whole, "batch {batch} is partly stored");
+    }
+}
+
+#[tokio::test]
+async fn sigkill_loses_nothing_acknowledged_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("kill.db").display());
+    sigkill_loses_nothing_acknowledged(&url).await;
+}
+
+#[tokio::test]
+async fn sigkill_loses_nothing_acknowledged_postgres() {
+    use sqlx::Connection;
+    let url = crate::support::postgres_url();
+    let schema = format!("k_{}", uuid::Uuid::now_v7().simple());
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let scoped = format!("{url}{separator}options=-c%20search_path%3D{schema}");
+    sigkill_loses_nothing_acknowledged(&scoped).await;
+}

@@ -268,16 +268,21 @@ on_both_backends! {
     }
 }
 
+/// The events the README's walkthrough appends.
+fn walkthrough_events() -> Value {
+    json!([
+        {"id": "m1", "type": "message", "role": "user", "content": "List the files in src/"},
+        {"id": "m2", "type": "message", "role": "assistant", "content": "",
+         "tool_calls": [{"id": "call_1", "name": "shell", "arguments": "{\"cmd\":\"ls src\"}"}]},
+        {"id": "m3", "type": "message", "role": "tool", "tool_call_id": "call_1", "name": "shell",
+         "content": "main.rs\nlib.rs"}
+    ])
+}
+
 on_both_backends! {
     async fn the_readme_recall_example_answers_as_shown(app) {
         let session = app.create_session(json!({})).await;
-        app.append(&session, json!([
-            {"id": "m1", "type": "message", "role": "user", "content": "List the files in src/"},
-            {"id": "m2", "type": "message", "role": "assistant", "content": "",
-             "tool_calls": [{"id": "call_1", "name": "shell", "arguments": "{\"cmd\":\"ls src\"}"}]},
-            {"id": "m3", "type": "message", "role": "tool", "tool_call_id": "call_1", "name": "shell",
-             "content": "main.rs\nlib.rs"}
-        ])).await;
+        app.append(&session, walkthrough_events()).await;
         let answer = recall(&app, &session, json!({"uri": "observation://m3", "limit": 7})).await;
         let readme = include_str!("../../README.md");
         let documented = readme.split("observation://m3\", \"limit\": 7}'\n").nth(1)
@@ -343,13 +348,7 @@ on_both_backends! {
 on_both_backends! {
     async fn the_readme_walkthrough_compact_answers_as_shown(app) {
         let session = app.create_session(json!({"config": {"context_window": 128000}})).await;
-        app.append(&session, json!([
-            {"id": "m1", "type": "message", "role": "user", "content": "List the files in src/"},
-            {"id": "m2", "type": "message", "role": "assistant", "content": "",
-             "tool_calls": [{"id": "call_1", "name": "shell", "arguments": "{\"cmd\":\"ls src\"}"}]},
-            {"id": "m3", "type": "message", "role": "tool", "tool_call_id": "call_1", "name": "shell",
-             "content": "main.rs\nlib.rs"}
-        ])).await;
+        app.append(&session, walkthrough_events()).await;
         let reply = app.post(&format!("/sessions/{session}/compact"),
             &json!({"format": "openai", "tools": []})).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);

@@ -19,12 +19,29 @@ impl Drop for Server {
     }
 }
 
+/// A port free on loopback a moment ago.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// Creates a session on the service at `addr`; its id.
+async fn create_session(addr: &str) -> String {
+    let session: serde_json::Value = reqwest::Client::new()
+        .post(format!("http://{addr}/sessions"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    session["id"].as_str().unwrap().to_owned()
+}
+
 async fn start() -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let addr = format!("127.0.0.1:{port}");
     // No --database-url: the default SQLite file in the working directory.
     let child = Command::new(env!("CARGO_BIN_EXE_ctxd"))
@@ -59,17 +76,7 @@ async fn serves_on_the_embedded_default_and_drains_on_sigterm() {
         server._dir.path().join("ctxd.db").exists(),
         "ctxd.db is created in the working directory"
     );
-    let client = reqwest::Client::new();
-    let session: serde_json::Value = client
-        .post(format!("http://{}/sessions", server.addr))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = session["id"].as_str().unwrap();
+    let id = &create_session(&server.addr).await;
 
     // Send the head and half the body of an append, signal, then send the rest: the request is
     // in flight when SIGTERM arrives and must still be answered.
@@ -122,10 +129,7 @@ async fn serves_on_the_embedded_default_and_drains_on_sigterm() {
 /// refused), not after the pool's timeout with only "pool timed out".
 #[tokio::test]
 async fn an_unreachable_database_is_named_with_its_cause() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let url = format!("postgres://ctxd:secret-password@127.0.0.1:{port}/ctxd");
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxd"))
         .args(["migrate", "--database-url", &url])
@@ -174,10 +178,7 @@ async fn logs_to_a_pipe_are_plain_text() {
 #[tokio::test]
 async fn json_logs_have_a_line_per_request_with_its_id() {
     let dir = tempfile::tempdir().unwrap();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let addr = format!("127.0.0.1:{port}");
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxd"))
         .args(["serve", "--listen", &addr])
@@ -229,10 +230,7 @@ async fn json_logs_have_a_line_per_request_with_its_id() {
 
 /// Starts `ctxd serve` on `database_url`, waiting until it answers.
 async fn serve_on(database_url: &str, dir: &std::path::Path) -> (tokio::process::Child, String) {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let addr = format!("127.0.0.1:{port}");
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxd"))
         .args(["serve", "--listen", &addr, "--database-url", database_url])
@@ -261,16 +259,7 @@ async fn sigkill_loses_nothing_acknowledged(database_url: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, addr) = serve_on(database_url, dir.path()).await;
     let client = reqwest::Client::new();
-    let session: serde_json::Value = client
-        .post(format!("http://{addr}/sessions"))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = session["id"].as_str().unwrap().to_owned();
+    let id = create_session(&addr).await;
 
     // Four writers append batches of three as fast as they can; the process is killed under them.
     let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));

@@ -30,6 +30,8 @@ pub struct Metrics {
     cache_lookups: IntCounterVec,
     cache_bytes: IntGauge,
     pool: IntGaugeVec,
+    jobs: IntCounterVec,
+    jobs_running: IntGauge,
 }
 
 /// The process's metrics.
@@ -89,6 +91,20 @@ impl Metrics {
             &["state"],
         )
         .expect("valid metric");
+        let jobs = IntCounterVec::new(
+            Opts::new(
+                "summary_jobs_total",
+                "Background summary jobs: queued by this replica's compactions, and those its \
+                 worker finished, by result",
+            ),
+            &["event"],
+        )
+        .expect("valid metric");
+        let jobs_running = IntGauge::new(
+            "summary_jobs_running",
+            "Background summary jobs this replica's worker is running",
+        )
+        .expect("valid metric");
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(request_seconds.clone()),
@@ -100,6 +116,8 @@ impl Metrics {
             Box::new(cache_lookups.clone()),
             Box::new(cache_bytes.clone()),
             Box::new(pool.clone()),
+            Box::new(jobs.clone()),
+            Box::new(jobs_running.clone()),
         ] {
             registry.register(collector).expect("each metric once");
         }
@@ -115,7 +133,19 @@ impl Metrics {
             cache_lookups,
             cache_bytes,
             pool,
+            jobs,
+            jobs_running,
         }
+    }
+
+    /// A background summary job: `queued`, or finished `prepared` or `failed`.
+    pub fn job(&self, event: &str) {
+        self.jobs.with_label_values(&[event]).inc();
+    }
+
+    /// A job started (+1) or ended (-1) on this replica.
+    pub fn job_running(&self, delta: i64) {
+        self.jobs_running.add(delta);
     }
 
     /// A request answered: `route` is its route template (never the raw path, whose ids would
@@ -152,7 +182,8 @@ impl Metrics {
         }
     }
 
-    fn summarizer(&self, info: &SummarizerInfo) {
+    /// A summariser's outcome and latency.
+    pub fn summarizer(&self, info: &SummarizerInfo) {
         let reason = info
             .fallback_reason
             .map_or_else(String::new, |r| erased::Named::name(&r));

@@ -32,6 +32,7 @@ static QUEUED: Notify = Notify::const_new();
 
 /// Tells the workers a job was queued (every worker waiting now, or the next to wait).
 pub fn queued() {
+    crate::metrics::METRICS.job("queued");
     QUEUED.notify_waiters();
     QUEUED.notify_one();
 }
@@ -48,7 +49,13 @@ pub fn spawn_worker(store: Arc<dyn Store>, summarizer: Arc<dyn Summarizer>) {
                 .claim_summary_job(now_ms, lease_ms, MAX_ATTEMPTS)
                 .await
             {
-                Ok(Some(job)) => run(&*store, &*summarizer, &job).await,
+                Ok(Some(job)) => {
+                    let metrics = &crate::metrics::METRICS;
+                    metrics.job_running(1);
+                    let prepared = run(&*store, &*summarizer, &job).await;
+                    metrics.job_running(-1);
+                    metrics.job(if prepared { "prepared" } else { "failed" });
+                }
                 Ok(None) => {
                     let _ = tokio::time::timeout(IDLE_POLL, QUEUED.notified()).await;
                 }
@@ -66,8 +73,9 @@ fn folded(event: &Event) -> bool {
     !(event.pinned || matches!(&event.body, EventBody::Message(m) if m.role == Role::System))
 }
 
-/// Prepares `job`'s summary with the model and stores it (or that the model failed).
-async fn run(store: &dyn Store, summarizer: &dyn Summarizer, job: &SummaryJob) {
+/// Prepares `job`'s summary with the model and stores it (or that the model failed); whether
+/// a summary was prepared.
+async fn run(store: &dyn Store, summarizer: &dyn Summarizer, job: &SummaryJob) -> bool {
     let mut events = Vec::new();
     let mut after = job.checkpoint_seq;
     while after < job.to_seq {
@@ -79,7 +87,7 @@ async fn run(store: &dyn Store, summarizer: &dyn Summarizer, job: &SummaryJob) {
             Ok(_) => break,
             Err(e) => {
                 tracing::warn!(session_id = %job.session_id, error = %e, "reading a job's events failed");
-                return;
+                return false;
             }
         }
     }
@@ -90,6 +98,7 @@ async fn run(store: &dyn Store, summarizer: &dyn Summarizer, job: &SummaryJob) {
         max_chars: job.max_chars,
     };
     let outcome = summary::summarize(Some(summarizer), request, summarizer.timeout()).await;
+    crate::metrics::METRICS.summarizer(&outcome.output.info);
     let used = outcome.output.info.outcome == SummarizerOutcome::Used;
     let prepared = used.then_some(PreparedSummary {
         summary: outcome.output.summary,
@@ -97,7 +106,9 @@ async fn run(store: &dyn Store, summarizer: &dyn Summarizer, job: &SummaryJob) {
     });
     if let Err(e) = store.finish_summary_job(job, prepared.as_ref()).await {
         tracing::warn!(session_id = %job.session_id, error = %e, "storing a prepared summary failed");
+        return false;
     }
+    prepared.is_some()
 }
 
 /// What a compaction that folds can do about its summary.

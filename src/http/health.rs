@@ -75,8 +75,8 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError>
 /// Metrics in the Prometheus text format.
 ///
 /// Requests by route and status with latency histograms, appends and events, compactions by
-/// policy, tier and trigger, summariser outcomes and latency, view cache lookups and bytes,
-/// and the database pool's connections: this replica's, since it started.
+/// policy, tier and trigger, summariser outcomes and latency, background summary jobs, view
+/// cache lookups and bytes, and the database pool's connections: this replica's, since it started.
 #[utoipa::path(get, path = "/metrics", tag = "health", operation_id = "get_metrics",
     responses((status = 200, description = "The metrics",
         content_type = "text/plain", body = String,

@@ -9,7 +9,7 @@ use crate::on_both_backends;
 use crate::support::TestApp;
 
 /// Every sample of a scrape, by its series (name and labels as written).
-async fn scrape(app: &TestApp) -> HashMap<String, f64> {
+pub async fn scrape(app: &TestApp) -> HashMap<String, f64> {
     let response = app.client.get(app.url("/metrics")).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let kind = response.headers()["content-type"]
@@ -30,7 +30,7 @@ async fn scrape(app: &TestApp) -> HashMap<String, f64> {
         .collect()
 }
 
-fn value(samples: &HashMap<String, f64>, series: &str) -> f64 {
+pub fn value(samples: &HashMap<String, f64>, series: &str) -> f64 {
     samples.get(series).copied().unwrap_or(0.0)
 }
 

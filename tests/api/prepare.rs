@@ -168,6 +168,7 @@ async fn a_model_that_does_not_answer_holds_up_no_compaction(backend: Backend) {
         )
         .await;
 
+    let scraped = crate::metrics::scrape(&app).await;
     // The view grows past the warn and soft tiers while the model answers nothing: every
     // compaction answers, none folds (a fold waits for the prepared summary), none fell back.
     let mut tiers = HashSet::new();
@@ -217,6 +218,15 @@ async fn a_model_that_does_not_answer_holds_up_no_compaction(backend: Backend) {
         !record["summarized_seqs"].as_array().unwrap().is_empty(),
         "{record}"
     );
+    // Operators see the job queued and prepared, and the model's outcome.
+    let now = crate::metrics::scrape(&app).await;
+    let added = |series: &str| {
+        crate::metrics::value(&now, series) - crate::metrics::value(&scraped, series)
+    };
+    assert!(added(r#"ctxd_summary_jobs_total{event="queued"}"#) >= 1.0);
+    assert!(added(r#"ctxd_summary_jobs_total{event="prepared"}"#) >= 1.0);
+    let used = r#"ctxd_summarizer_outcomes_total{fallback_reason="",kind="openai",outcome="used"}"#;
+    assert!(added(used) >= 1.0, "{used}");
     assert_eq!(record["summarizer"]["kind"], "openai", "{record}");
     assert_eq!(
         record["summarizer"]["latency_ms"], 0.0,

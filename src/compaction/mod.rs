@@ -61,6 +61,61 @@ pub enum CompactError {
     Store(#[from] StoreError),
     #[error("the compaction's worker stopped: {0}")]
     Worker(String),
+    #[error("this replica is running as many compactions as it may; retry")]
+    Busy,
+}
+
+/// Compactions one replica runs at once (each holds a thread of the blocking pool while it
+/// computes); beyond them a compaction waits for a slot, at most [`SLOT_WAIT`], then is
+/// answered 503 with Retry-After.
+fn max_concurrent() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()) * 4
+}
+
+/// How long a compaction waits for a slot before it is answered 503.
+const SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+static SLOTS: std::sync::LazyLock<tokio::sync::Semaphore> =
+    std::sync::LazyLock::new(|| tokio::sync::Semaphore::new(max_concurrent()));
+
+/// One compaction of a session at a time on this replica: the next waits and then reads what
+/// the first wrote, rather than computing the same view and losing the race to write it.
+/// (Across replicas the state's version settles races.)
+static SESSIONS: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<Uuid, std::sync::Weak<tokio::sync::Mutex<()>>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// What a compaction holds while it runs: its session's turn and a slot.
+struct Admitted {
+    _session: tokio::sync::OwnedMutexGuard<()>,
+    _slot: tokio::sync::SemaphorePermit<'static>,
+}
+
+async fn admit(session_id: Uuid) -> Result<Admitted, CompactError> {
+    let lock = {
+        let mut sessions = SESSIONS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(lock) = sessions.get(&session_id).and_then(std::sync::Weak::upgrade) {
+            lock
+        } else {
+            // Forget the sessions no compaction holds any more, now and then.
+            if sessions.len() >= 1_024 {
+                sessions.retain(|_, lock| lock.strong_count() > 0);
+            }
+            let lock = Arc::new(tokio::sync::Mutex::new(()));
+            sessions.insert(session_id, Arc::downgrade(&lock));
+            lock
+        }
+    };
+    // The session's turn comes within the request's own timeout.
+    let session = lock.lock_owned().await;
+    let slot = tokio::time::timeout(SLOT_WAIT, SLOTS.acquire())
+        .await
+        .map_err(|_| CompactError::Busy)?
+        .map_err(|_| CompactError::Busy)?;
+    Ok(Admitted {
+        _session: session,
+        _slot: slot,
+    })
 }
 
 /// What one attempt came to.
@@ -115,6 +170,7 @@ where
     V: Send + 'static,
     P: Fn(Presented<'_, '_>) -> V + Send + Sync + 'static,
 {
+    let _admitted = admit(session_id).await?;
     let present = Arc::new(present);
     let mut summaries = Summaries::default();
     let mut cached = cache.take(session_id);
@@ -442,4 +498,29 @@ pub async fn record_usage(
         }
     }
     Err(CompactError::Contended)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Two compactions of one session take turns on a replica; another session's does not
+    /// wait for them.
+    #[tokio::test]
+    async fn compactions_of_one_session_take_turns() {
+        let (one, other) = (Uuid::now_v7(), Uuid::now_v7());
+        let first = admit(one).await.unwrap();
+        let second = tokio::spawn(admit(one));
+        let elsewhere = tokio::spawn(admit(other));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(elsewhere.is_finished(), "another session does not wait");
+        assert!(!second.is_finished(), "the same session waits its turn");
+        drop(first);
+        second.await.unwrap().unwrap();
+        // Nothing holds the session now: it is forgotten when the map is next pruned.
+        let sessions = SESSIONS.lock().unwrap();
+        assert!(sessions.get(&one).is_some_and(|w| w.strong_count() == 0));
+    }
 }

@@ -255,7 +255,7 @@ pub(super) fn compact_error(error: CompactError, id: Uuid) -> ApiError {
                 ceiling,
             }
         }
-        CompactError::Contended => ApiError::Unavailable(error.to_string()),
+        CompactError::Contended | CompactError::Busy => ApiError::Unavailable(error.to_string()),
         CompactError::Store(e) => e.into(),
         CompactError::Worker(e) => ApiError::Internal(e),
     }

@@ -93,20 +93,8 @@ impl<'a> Run<'a> {
         candidate.refresh_summary_message();
         let mut tokens = candidate.tokens();
         if tokens > target {
-            // The first user request and the two most recent stay verbatim.
-            let users: Vec<i64> = candidate
-                .kept
-                .iter()
-                .chain(&candidate.live)
-                .filter(|l| l.event.body.role() == Some(Role::User))
-                .map(|l| l.event.seq)
-                .collect();
-            candidate.keep_in_fold = users
-                .iter()
-                .take(1)
-                .chain(users.iter().rev().take(2))
-                .copied()
-                .collect();
+            // The first user request and the two most recent stay verbatim (`keep_in_fold`,
+            // set for every path of the policy by `Run::start`).
             let valid = candidate.valid_cuts();
             let end = fold_end(&candidate, &active, &valid);
             let cut = candidate.fold_cut(end, &valid, tokens, target);

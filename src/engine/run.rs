@@ -207,7 +207,10 @@ impl<'a> Run<'a> {
         let calibration = input.state.calibration_factor();
         let bounds = Bounds::new(config, input.tools_tokens, calibration);
         let room = bounds.room;
-        let work = Working::from_state(config, input.state, input.events, input.format);
+        let mut work = Working::from_state(config, input.state, input.events, input.format);
+        if config.policy == crate::domain::session::Policy::Episodic {
+            work.keep_first_and_recent_requests();
+        }
         let (messages, repairs, before_tokens) = work.render();
         let utilization = config.utilization(before_tokens, calibration, input.tools_tokens);
         let mut tier = Tier::for_utilization(utilization, &config.thresholds);

@@ -552,6 +552,24 @@ impl<'a> Working<'a> {
             .collect()
     }
 
+    /// Keeps the first user request and the two most recent in full through any fold (the
+    /// episodic policy's promise).
+    pub(super) fn keep_first_and_recent_requests(&mut self) {
+        let users: Vec<i64> = self
+            .kept
+            .iter()
+            .chain(&self.live)
+            .filter(|l| l.event.body.role() == Some(Role::User))
+            .map(|l| l.event.seq)
+            .collect();
+        self.keep_in_fold = users
+            .iter()
+            .take(1)
+            .chain(users.iter().rev().take(2))
+            .copied()
+            .collect();
+    }
+
     /// Marks pinned user messages and notes to collapse at the next fold, oldest first (the
     /// kept ones, then those before `cut`), until folding at `cut` brings the view (costing
     /// `total`) to `target`. Those the fold keeps anyway (`keep_in_fold`) stay. Returns whether

@@ -169,6 +169,9 @@ pub struct ServeArgs {
     /// Largest request body, in bytes.
     #[arg(long, env = "CTXD_MAX_BODY_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Largest single event (or message of a turn), in bytes of JSON.
+    #[arg(long, env = "CTXD_MAX_EVENT_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_event_bytes: usize,
     /// Longest a request may take, in seconds, before it is answered 503.
     #[arg(long, env = "CTXD_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
     pub request_timeout_secs: u64,
@@ -319,6 +322,8 @@ impl SummarizerArgs {
 pub struct Limits {
     pub max_batch_events: usize,
     pub max_body_bytes: usize,
+    /// The largest one event (or one message of a turn) may be, as JSON.
+    pub max_event_bytes: usize,
     pub request_timeout: Duration,
 }
 
@@ -327,6 +332,7 @@ impl Default for Limits {
         Self {
             max_batch_events: 1_000,
             max_body_bytes: 32 * 1024 * 1024,
+            max_event_bytes: 8 * 1024 * 1024,
             request_timeout: Duration::from_secs(30),
         }
     }
@@ -354,6 +360,7 @@ impl ServeArgs {
         Limits {
             max_batch_events: self.max_batch_events,
             max_body_bytes: self.max_body_bytes,
+            max_event_bytes: self.max_event_bytes,
             request_timeout: Duration::from_secs(self.request_timeout_secs),
         }
     }

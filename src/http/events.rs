@@ -151,6 +151,13 @@ async fn append_events(
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
+    for (index, event) in events.iter().enumerate() {
+        extract::event_within(
+            &format!("events[{index}]"),
+            &event.body,
+            state.limits.max_event_bytes,
+        )?;
+    }
     let tokenizer = state
         .tokenizer_of(id)
         .await?

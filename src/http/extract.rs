@@ -401,6 +401,34 @@ impl<'de, A: de::VariantAccess<'de>> de::VariantAccess<'de> for Nested<A> {
     }
 }
 
+/// 413 when `value` (an event's body, a turn's message) is larger than `max` bytes of JSON,
+/// naming it as `what`.
+pub fn event_within(what: &str, value: &impl serde::Serialize, max: usize) -> Result<(), ApiError> {
+    let mut counter = ByteCounter(0);
+    // Counting what serialising writes, without keeping it.
+    let _ = serde_json::to_writer(&mut counter, value);
+    if counter.0 > max {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "{what} is {} bytes; the limit is {max} bytes per event",
+            counter.0
+        )));
+    }
+    Ok(())
+}
+
+struct ByteCounter(usize);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -145,6 +145,13 @@ async fn append_turn(
             body.messages.len()
         )));
     }
+    for (index, message) in body.messages.iter().enumerate() {
+        extract::event_within(
+            &format!("messages[{index}]"),
+            message,
+            state.limits.max_event_bytes,
+        )?;
+    }
     validate_tools(&body.tools)?;
     let usage_input_tokens = match &body.usage {
         None => None,

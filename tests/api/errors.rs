@@ -65,6 +65,7 @@ async fn limited(backend: Backend) {
         Limits {
             max_batch_events: 3,
             max_body_bytes: 2048,
+            max_event_bytes: 600,
             request_timeout: Duration::from_secs(30),
         },
     )
@@ -89,6 +90,29 @@ async fn limited(backend: Backend) {
         "{}",
         too_big.body
     );
+
+    // One event over the per-event limit refuses its batch, naming it.
+    let one_big = json!([note, {"type": "note", "content": "z".repeat(1000)}]);
+    let too_big = app.append(&id, one_big).await;
+    assert_eq!(too_big.status, StatusCode::PAYLOAD_TOO_LARGE);
+    let detail = too_big.body["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("events[1] is ") && detail.contains("limit is 600 bytes per event"),
+        "{detail}"
+    );
+    // And a turn's message.
+    let turn = app
+        .post(
+            &format!("/sessions/{id}/turn"),
+            &json!({"format": "openai", "messages": [
+                {"role": "user", "content": "w".repeat(1000)}]}),
+        )
+        .await;
+    assert_eq!(turn.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", turn.body);
+    assert!(turn.body["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("messages[0] is "));
 
     let session = app.get(&format!("/sessions/{id}")).await;
     assert_eq!(

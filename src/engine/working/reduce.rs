@@ -1,0 +1,173 @@
+//! The moves that reduce items in place: offloading to previews, showing a head and tail,
+//! masking results to their references.
+
+use std::collections::HashSet;
+
+use uuid::Uuid;
+
+use super::{always_kept, is_tool_result, offloaded_item, Working};
+use crate::domain::compaction::{OffloadedItem, Projection, Reason};
+use crate::domain::observation;
+use crate::engine::view;
+use crate::tokens::MESSAGE_OVERHEAD;
+
+impl<'a> Working<'a> {
+    /// The indices of the items before `end`, shown in full, that offloading would show as
+    /// previews: every message with images (the first thing to go when room is needed), and
+    /// tool results longer than `threshold_chars`.
+    pub(in crate::engine) fn offload_candidates(
+        &mut self,
+        end: usize,
+        threshold_chars: i64,
+    ) -> Vec<usize> {
+        let mut candidates = Vec::new();
+        for (i, item) in self.live[..end].iter_mut().enumerate() {
+            if item.projection == Projection::Full
+                && !always_kept(item.event)
+                && view::has_images(item.event)
+            {
+                candidates.push(i);
+                continue;
+            }
+            if item.projection != Projection::Full
+                || !is_tool_result(item.event)
+                || always_kept(item.event)
+                // A text of at most `threshold_chars` bytes has at most as many characters.
+                || view::text_of(item.event).len() as i64 <= threshold_chars
+            {
+                continue;
+            }
+            let chars = item.chars();
+            item.chars = Some(chars);
+            if chars > threshold_chars {
+                candidates.push(i);
+            }
+        }
+        candidates
+    }
+
+    /// The most offloading `candidates` can free: a preview costs at least a message's overhead.
+    pub(in crate::engine) fn offload_ceiling(&self, candidates: &[usize]) -> i64 {
+        candidates
+            .iter()
+            .map(|&i| (self.live[i].tokens - MESSAGE_OVERHEAD).max(0))
+            .sum()
+    }
+
+    /// Shows `candidates` as previews where that is smaller. Returns what was offloaded and the
+    /// tokens that freed.
+    pub(in crate::engine) fn offload(
+        &mut self,
+        candidates: &[usize],
+        id: Uuid,
+    ) -> (Vec<OffloadedItem>, i64) {
+        let mut offloaded = Vec::new();
+        let mut freed = 0;
+        for &i in candidates {
+            let item = &self.live[i];
+            let mut preview = view::preview_message(item.event, view::PREVIEW_CHARS, item.chars());
+            preview.tokens = preview.cost(self.tokenizer);
+            if preview.tokens >= item.tokens {
+                continue;
+            }
+            freed += item.tokens - preview.tokens;
+            let reason = if view::has_images(item.event) {
+                Reason::OffloadedImage
+            } else {
+                Reason::OffloadedLargeToolResult
+            };
+            let reduced = item.reduced(Projection::Preview, preview.tokens, reason, id);
+            offloaded.push(offloaded_item(&reduced));
+            self.live[i] = reduced;
+        }
+        (offloaded, freed)
+    }
+
+    /// Shows every answered tool result in `..end` by reference only (an overflow retry).
+    pub(in crate::engine) fn mask_tool_results(
+        &mut self,
+        end: usize,
+        id: Uuid,
+    ) -> Vec<OffloadedItem> {
+        self.mask_until(end, 0, i64::MIN, id).0
+    }
+
+    /// The ids of the view's `recall_observation` calls: their results are what the model
+    /// asked to see again, so they stay in full while recent.
+    pub(in crate::engine) fn recall_calls(&self) -> HashSet<&'a str> {
+        self.live
+            .iter()
+            .flat_map(|l| l.pairing().2)
+            .filter(|call| call.name == observation::RECALL_TOOL)
+            .map(|call| call.id.as_str())
+            .collect()
+    }
+
+    /// Whether item `i` is a tool result shown in full that compaction may reduce.
+    pub(in crate::engine) fn reducible_result(&self, i: usize) -> bool {
+        let item = &self.live[i];
+        item.projection == Projection::Full
+            && is_tool_result(item.event)
+            && !always_kept(item.event)
+    }
+
+    /// Shows item `i` as its head and tail in about `max_chars` characters, when that is
+    /// smaller. Returns what it offloaded and the tokens that freed.
+    pub(in crate::engine) fn excerpt(
+        &mut self,
+        i: usize,
+        max_chars: usize,
+        id: Uuid,
+    ) -> Option<(OffloadedItem, i64)> {
+        let item = &self.live[i];
+        // Only a long text is cut: an image the result carries stays while it is recent.
+        if item.chars() <= max_chars as i64 {
+            return None;
+        }
+        let mut message = view::excerpt_message(item.event, max_chars, item.chars());
+        message.tokens = message.cost(self.tokenizer);
+        if message.tokens >= item.tokens {
+            return None;
+        }
+        let freed = item.tokens - message.tokens;
+        let reason = Reason::OffloadedLargeToolResult;
+        let mut reduced = item.reduced(Projection::Preview, message.tokens, reason, id);
+        reduced.excerpt = max_chars as i64;
+        let offloaded = offloaded_item(&reduced);
+        self.live[i] = reduced;
+        Some((offloaded, freed))
+    }
+
+    /// Shows tool results before `end` by reference, oldest first, until the view costs at
+    /// most `target` (`total` is what it costs now). Returns what it masked and the new cost.
+    pub(in crate::engine) fn mask_until(
+        &mut self,
+        end: usize,
+        mut total: i64,
+        target: i64,
+        id: Uuid,
+    ) -> (Vec<OffloadedItem>, i64) {
+        let mut masked = Vec::new();
+        for item in &mut self.live[..end] {
+            if total <= target {
+                break;
+            }
+            if !is_tool_result(item.event)
+                || always_kept(item.event)
+                || item.projection == Projection::Reference
+            {
+                continue;
+            }
+            let mut reference = view::reference_message(item.event, item.chars());
+            reference.tokens = reference.cost(self.tokenizer);
+            if reference.tokens >= item.tokens {
+                continue;
+            }
+            total -= item.tokens - reference.tokens;
+            let reason = Reason::MaskedCompletedToolExchange;
+            *item = item.reduced(Projection::Reference, reference.tokens, reason, id);
+            masked.push(offloaded_item(item));
+        }
+        (masked, total)
+    }
+}

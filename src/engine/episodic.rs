@@ -1,7 +1,8 @@
 //! The episodic policy: eviction by structure instead of age alone. Every call, a tool result
 //! larger than `observation_max_chars` (16,000 characters) or `item_max_share` of the room is
-//! shown as its head and tail, even while active. When the view reaches the trigger (or the caller forces it), passes run in order,
-//! each stopping as soon as the view is down to the target:
+//! shown as its head and tail, even while active. When the view reaches the trigger (or the
+//! caller forces it), passes run in order, each stopping as soon as the view is down to the
+//! target:
 //!
 //! 1. completed tool exchanges outside completed episodes and the active items, by their tool's
 //!    priority (writes and edits, then reads, then shell output and errors), oldest first
@@ -341,8 +342,10 @@ impl<'w, 'a> Eviction<'w, 'a> {
                 }
             })
         };
-        !self.active[i]
-            && !calls.is_empty()
+        // Cheapest first: most calls have short arguments, which ends the check before any
+        // result's archived form is built.
+        !calls.is_empty()
+            && !self.active[i]
             && item.projection == Projection::Full
             && !item.reasoning
             && !always_kept(item.event)

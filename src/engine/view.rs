@@ -127,7 +127,13 @@ pub fn has_long_arguments(event: &Event) -> bool {
         .body
         .tool_calls()
         .iter()
-        .any(|c| c.arguments_text().chars().count() > ARCHIVED_ARGUMENTS_CHARS)
+        // Reads no further than the bound into each argument text.
+        .any(|c| {
+            c.arguments_text()
+                .chars()
+                .nth(ARCHIVED_ARGUMENTS_CHARS)
+                .is_some()
+        })
 }
 
 /// The first lines of `text`, at most `PREVIEW_LINES` lines and `max_chars` characters.

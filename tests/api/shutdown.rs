@@ -339,18 +339,24 @@ async fn sigkill_loses_nothing_acknowledged_sqlite() {
     sigkill_loses_nothing_acknowledged(&url).await;
 }
 
-#[tokio::test]
-async fn sigkill_loses_nothing_acknowledged_postgres() {
+/// The test PostgreSQL's URL with a fresh schema of its own as the search path, for a ctxd
+/// process to migrate into.
+async fn fresh_schema_url() -> String {
     use sqlx::Connection;
     let url = crate::support::postgres_url();
-    let schema = format!("k_{}", uuid::Uuid::now_v7().simple());
+    let schema = format!("p_{}", uuid::Uuid::now_v7().simple());
     let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
     sqlx::query(&format!("CREATE SCHEMA {schema}"))
         .execute(&mut admin)
         .await
         .unwrap();
     let separator = if url.contains('?') { '&' } else { '?' };
-    let scoped = format!("{url}{separator}options=-c%20search_path%3D{schema}");
+    format!("{url}{separator}options=-c%20search_path%3D{schema}")
+}
+
+#[tokio::test]
+async fn sigkill_loses_nothing_acknowledged_postgres() {
+    let scoped = fresh_schema_url().await;
     sigkill_loses_nothing_acknowledged(&scoped).await;
 }
 
@@ -360,16 +366,7 @@ async fn sigkill_loses_nothing_acknowledged_postgres() {
 /// same as the others'.
 #[tokio::test]
 async fn three_replicas_on_one_postgres_agree() {
-    use sqlx::Connection;
-    let url = crate::support::postgres_url();
-    let schema = format!("r_{}", uuid::Uuid::now_v7().simple());
-    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let scoped = format!("{url}{separator}options=-c%20search_path%3D{schema}");
+    let scoped = fresh_schema_url().await;
     let dir = tempfile::tempdir().unwrap();
     let mut replicas = Vec::new();
     for _ in 0..3 {

@@ -140,14 +140,8 @@ impl<'a> Working<'a> {
 
     /// Marks pinned user messages and notes to collapse at the next fold, oldest first (the
     /// kept ones, then those before `cut`), until folding at `cut` brings the view (costing
-    /// `total`) to `target`. Those the fold keeps anyway (`keep_in_fold`) stay. Returns whether
-    /// any was marked.
-    pub(in crate::engine) fn collapse_pinned(
-        &mut self,
-        cut: usize,
-        total: i64,
-        target: i64,
-    ) -> bool {
+    /// `total`) to `target`. Those the fold keeps anyway (`keep_in_fold`) stay.
+    pub(in crate::engine) fn collapse_pinned(&mut self, cut: usize, total: i64, target: i64) {
         let mut folded = self.foldable_tokens(cut);
         let mut marked = Vec::new();
         for item in self.kept.iter().chain(&self.live[..cut]) {
@@ -160,7 +154,6 @@ impl<'a> Working<'a> {
             }
         }
         self.collapsing.extend(&marked);
-        !marked.is_empty()
     }
 
     /// Folds the items before `cut` into `summary`: system and pinned ones stay in full.

@@ -43,10 +43,67 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Write a long synthetic session, deterministic from a seed, with planted facts.
     Synth(SynthArgs),
+    /// Manage API keys in the database directly (as an admin key does over HTTP): the way to
+    /// make the first key.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Manage tenants in the database directly.
+    #[command(subcommand)]
+    Tenants(TenantsCommand),
     /// Exit 0 when the service at --listen answers /healthz (for container health checks).
     Healthcheck {
         #[arg(long, env = "CTXD_LISTEN", default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
+    },
+}
+
+/// `ctxd keys ...`
+#[derive(Debug, Clone, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key and print it (the only time it is shown). Once any key exists, every
+    /// request to ctxd needs one.
+    Create {
+        /// agent, operator or admin.
+        #[arg(long, value_enum)]
+        role: crate::auth::KeyRole,
+        /// The tenant the key acts for; it must exist (`ctxd tenants create`).
+        #[arg(long, default_value = crate::auth::DEFAULT_TENANT)]
+        tenant: String,
+        /// What the key is for.
+        #[arg(long, default_value = "")]
+        name: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// List keys (never their secrets).
+    List {
+        /// Only this tenant's keys.
+        #[arg(long)]
+        tenant: Option<String>,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Revoke a key by its id.
+    Revoke {
+        id: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+/// `ctxd tenants ...`
+#[derive(Debug, Clone, Subcommand)]
+pub enum TenantsCommand {
+    /// Create a tenant.
+    Create {
+        id: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// List the tenants.
+    List {
+        #[command(flatten)]
+        database: DatabaseArgs,
     },
 }
 
@@ -161,6 +218,18 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "CTXD_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Serve without API keys on an address other than loopback: anyone who can reach it
+    /// reads and writes every session. Without this, ctxd refuses to start there until a key
+    /// exists (`ctxd keys create`).
+    #[arg(long, env = "CTXD_INSECURE_OPEN", default_value_t = false)]
+    pub insecure_open: bool,
+    /// Requests per second each API key may make on this replica (0: no limit); past it the
+    /// answer is 429 with Retry-After.
+    #[arg(long, env = "CTXD_RATE_LIMIT_PER_KEY", default_value_t = 0.0)]
+    pub rate_limit_per_key: f64,
+    /// Requests a key may make at once above its rate (default: one second's worth, at least 1).
+    #[arg(long, env = "CTXD_RATE_LIMIT_BURST", default_value_t = 0)]
+    pub rate_limit_burst: u32,
     #[command(flatten)]
     pub database: DatabaseArgs,
     /// Most events one append may carry.
@@ -325,6 +394,10 @@ pub struct Limits {
     /// The largest one event (or one message of a turn) may be, as JSON.
     pub max_event_bytes: usize,
     pub request_timeout: Duration,
+    /// Requests a second each API key may make on a replica (0: no limit), and how many it may
+    /// make at once beyond that rate.
+    pub rate_per_key: f64,
+    pub rate_burst: u32,
 }
 
 impl Default for Limits {
@@ -334,6 +407,8 @@ impl Default for Limits {
             max_body_bytes: 32 * 1024 * 1024,
             max_event_bytes: 8 * 1024 * 1024,
             request_timeout: Duration::from_secs(30),
+            rate_per_key: 0.0,
+            rate_burst: 0,
         }
     }
 }
@@ -353,6 +428,13 @@ impl ServeArgs {
                 s.summarizer_timeout_secs, self.request_timeout_secs
             ));
         }
+        if !(self.rate_limit_per_key.is_finite() && self.rate_limit_per_key >= 0.0) {
+            return Err(format!(
+                "CTXD_RATE_LIMIT_PER_KEY must be a number of requests per second, 0 or more \
+                 (got {})",
+                self.rate_limit_per_key
+            ));
+        }
         Ok(())
     }
 
@@ -362,6 +444,8 @@ impl ServeArgs {
             max_body_bytes: self.max_body_bytes,
             max_event_bytes: self.max_event_bytes,
             request_timeout: Duration::from_secs(self.request_timeout_secs),
+            rate_per_key: self.rate_limit_per_key,
+            rate_burst: self.rate_limit_burst,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! Agents append what happened in a session; ctxd keeps the whole history and decides what the
 //! model sees. `app` builds the HTTP service so that tests drive it exactly as `ctxd serve` does.
 
+pub mod auth;
 pub mod compaction;
 pub mod config;
 pub mod domain;

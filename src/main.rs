@@ -4,7 +4,10 @@ use clap::Parser;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tracing_subscriber::EnvFilter;
 
-use ctxd::config::{Cli, Command, LogFormat, ReplayArgs, ServeArgs, SynthArgs};
+use ctxd::config::{
+    Cli, Command, DatabaseArgs, KeysCommand, LogFormat, ReplayArgs, ServeArgs, SynthArgs,
+    TenantsCommand,
+};
 use ctxd::store::{self, redact};
 use ctxd::{app, AppState};
 
@@ -21,6 +24,8 @@ async fn main() -> ExitCode {
         Some(Command::Openapi) => print_openapi(),
         Some(Command::Replay(args)) => replay(args).await,
         Some(Command::Synth(args)) => synth(args),
+        Some(Command::Keys(command)) => keys(command).await,
+        Some(Command::Tenants(command)) => tenants(command).await,
         Some(Command::Healthcheck { listen }) => healthcheck(listen).await,
     };
     match result {
@@ -172,6 +177,141 @@ async fn migrate(options: &store::StoreOptions) -> Result<(), String> {
     Ok(())
 }
 
+/// The migrated store `database` names, for the key and tenant commands.
+async fn open_store(database: &DatabaseArgs) -> Result<std::sync::Arc<dyn store::Store>, String> {
+    let options = database.store_options();
+    let store = store::connect(&options)
+        .await
+        .map_err(|e| format!("cannot open {}: {e}", redact(&options.url)))?;
+    store.migrate().await.map_err(|e| e.to_string())?;
+    Ok(store)
+}
+
+async fn keys(command: KeysCommand) -> Result<(), String> {
+    match command {
+        KeysCommand::Create {
+            role,
+            tenant,
+            name,
+            database,
+        } => {
+            let errors = ctxd::auth::validate_tenant("--tenant", &tenant);
+            if let Some(error) = errors.first() {
+                return Err(error.to_string());
+            }
+            let store = open_store(&database).await?;
+            let tenants = store.list_tenants().await.map_err(|e| e.to_string())?;
+            if !tenants.iter().any(|t| t.id == tenant) {
+                return Err(format!(
+                    "no tenant `{tenant}`: create it first with `ctxd tenants create {tenant}`"
+                ));
+            }
+            let issued = ctxd::auth::issue(&tenant, role, &name)?;
+            store
+                .create_key(&issued.stored)
+                .await
+                .map_err(|e| e.to_string())?;
+            eprintln!(
+                "created {} key {} for tenant `{tenant}`; it is shown only now, and from now on \
+                 every request needs a key:",
+                role.as_str(),
+                issued.stored.key.id
+            );
+            println!("{}", issued.token);
+            Ok(())
+        }
+        KeysCommand::List { tenant, database } => {
+            let store = open_store(&database).await?;
+            let keys = store
+                .list_keys(tenant.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            for key in keys {
+                let revoked = key
+                    .revoked_at
+                    .map(|at| format!("revoked {}", at.to_rfc3339()))
+                    .unwrap_or_else(|| "active".into());
+                println!(
+                    "{}\t{}\t{}\t{}\t{}\t{}",
+                    key.id,
+                    key.tenant,
+                    key.role.as_str(),
+                    key.created_at.to_rfc3339(),
+                    revoked,
+                    key.name
+                );
+            }
+            Ok(())
+        }
+        KeysCommand::Revoke { id, database } => {
+            let store = open_store(&database).await?;
+            if store.revoke_key(&id).await.map_err(|e| e.to_string())? {
+                eprintln!("revoked key {id} (running replicas refuse it within seconds)");
+                Ok(())
+            } else {
+                Err(format!("no key with id `{id}`"))
+            }
+        }
+    }
+}
+
+async fn tenants(command: TenantsCommand) -> Result<(), String> {
+    match command {
+        TenantsCommand::Create { id, database } => {
+            if let Some(error) = ctxd::auth::validate_tenant("tenant", &id).first() {
+                return Err(error.to_string());
+            }
+            let store = open_store(&database).await?;
+            if store.create_tenant(&id).await.map_err(|e| e.to_string())? {
+                eprintln!("created tenant `{id}`");
+                Ok(())
+            } else {
+                Err(format!("tenant `{id}` exists"))
+            }
+        }
+        TenantsCommand::List { database } => {
+            let store = open_store(&database).await?;
+            for tenant in store.list_tenants().await.map_err(|e| e.to_string())? {
+                println!("{}\t{}", tenant.id, tenant.created_at.to_rfc3339());
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Whether ctxd may serve as it is configured: without keys only on loopback, unless told
+/// otherwise. Says so in the log either way.
+fn check_open_mode(
+    listen: std::net::SocketAddr,
+    has_keys: bool,
+    insecure: bool,
+) -> Result<(), String> {
+    if has_keys {
+        tracing::info!("API keys required");
+        return Ok(());
+    }
+    if listen.ip().is_loopback() {
+        tracing::warn!(
+            "no API keys: open mode, any local process may read and write every session; \
+             `ctxd keys create --role admin` makes the first key"
+        );
+        return Ok(());
+    }
+    if insecure {
+        tracing::warn!(
+            %listen,
+            "no API keys and listening beyond loopback (CTXD_INSECURE_OPEN): anyone who can \
+             reach this address may read and write every session"
+        );
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to serve on {listen} without API keys: anyone who could reach it would read \
+         and write every session. Create a key first (`ctxd keys create --role admin`, with the \
+         same CTXD_DATABASE_URL), listen on loopback, or set CTXD_INSECURE_OPEN=true"
+    ))
+}
+
 async fn serve(args: ServeArgs) -> Result<(), String> {
     init_tracing(args.log_format);
     args.validate()?;
@@ -187,6 +327,8 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot open {}: {e}", redact(&options.url)))?;
     store.migrate().await.map_err(|e| e.to_string())?;
+    let has_keys = store.any_keys().await.map_err(|e| e.to_string())?;
+    check_open_mode(args.listen, has_keys, args.insecure_open)?;
     // Load the default encoding's tables now rather than on the first append.
     tokio::task::spawn_blocking(|| ctxd::tokens::Tokenizer::default().preload())
         .await

@@ -558,6 +558,9 @@ pub fn validate_labels(labels: &Labels) -> Vec<FieldError> {
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Session {
     pub id: Uuid,
+    /// The tenant that owns the session: the one of the key that created it (`default` when
+    /// ctxd runs without keys).
+    pub tenant: String,
     pub created_at: DateTime<Utc>,
     /// When the last event was appended (or the session created).
     pub updated_at: DateTime<Utc>,

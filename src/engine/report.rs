@@ -366,6 +366,7 @@ mod tests {
             .collect();
         let session = Session {
             id: Uuid::now_v7(),
+            tenant: crate::auth::DEFAULT_TENANT.to_owned(),
             created_at: Utc::now(),
             updated_at: Utc::now(),
             config: SessionConfig::default(),

@@ -64,6 +64,12 @@ pub struct Problem {
 pub enum ApiError {
     #[error("{0}")]
     BadRequest(String),
+    /// No key, or one that is not valid (401, with `WWW-Authenticate`).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// A valid key whose role may not do this (403).
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -90,6 +96,12 @@ pub enum ApiError {
         errors: Vec<FieldError>,
         needed: i64,
         ceiling: i64,
+    },
+    /// The key's request rate is spent (429, with `Retry-After`).
+    #[error("{detail}")]
+    TooManyRequests {
+        detail: String,
+        retry_after_secs: u64,
     },
     #[error("{0}")]
     Unavailable(String),
@@ -120,12 +132,15 @@ impl ApiError {
     fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Validation { .. } | Self::NoRoom { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) | Self::DatabaseUnreachable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -135,6 +150,8 @@ impl ApiError {
     fn slug_and_title(&self) -> (&'static str, &'static str) {
         match self {
             Self::BadRequest(_) => ("bad-request", "Bad request"),
+            Self::Unauthorized(_) => ("unauthorized", "Unauthorized"),
+            Self::Forbidden(_) => ("forbidden", "Forbidden"),
             Self::NotFound(_) => ("not-found", "Not found"),
             Self::MethodNotAllowed(_) => ("method-not-allowed", "Method not allowed"),
             Self::Conflict { .. } => ("conflict", "Conflict"),
@@ -147,6 +164,7 @@ impl ApiError {
                 ("unavailable", "Service unavailable")
             }
             Self::Timeout(_) => ("timeout", "Request timed out"),
+            Self::TooManyRequests { .. } => ("rate-limited", "Too many requests"),
             Self::Internal(_) => ("internal", "Internal server error"),
         }
     }
@@ -198,7 +216,24 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        render(self.status(), &self.to_problem())
+        let mut response = render(self.status(), &self.to_problem());
+        match &self {
+            Self::Unauthorized(_) => {
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"ctxd\""),
+                );
+            }
+            Self::TooManyRequests {
+                retry_after_secs, ..
+            } => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+            }
+            _ => {}
+        }
+        response
     }
 }
 

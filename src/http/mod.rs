@@ -1,6 +1,8 @@
 //! The HTTP API: one module per resource, each a router of its handlers. Handlers parse, call
 //! the domain and the store, and serialise; no policy lives here.
 
+mod admin;
+pub mod auth;
 mod compaction;
 mod context;
 pub mod error;
@@ -42,14 +44,25 @@ pub struct AppState {
     pub limits: Limits,
     /// The operator's LLM summariser; without one, summaries are deterministic.
     pub summarizer: Option<Arc<dyn Summarizer>>,
-    /// Each session's tokenizer, which never changes: an append need not read the session
-    /// first. (A deleted session is still refused by the append's own transaction.)
-    tokenizers: Arc<Mutex<HashMap<Uuid, Tokenizer>>>,
+    /// Each session's tokenizer and tenant, which never change: an append need not read the
+    /// session first. (A deleted session is still refused by the append's own transaction.)
+    sessions: Arc<Mutex<HashMap<Uuid, SessionFacts>>>,
+    /// What this replica knows of the API keys.
+    pub keys: Arc<auth::Keys>,
+    /// Each key's request rate on this replica.
+    rates: Arc<auth::RateLimits>,
     /// The events of recent views, so a compaction reads only what was appended since.
     pub view_cache: Arc<ViewCache>,
     /// What this replica remembers of recent conversations, so a turn reads only what was
     /// appended since.
     pub ledgers: Arc<crate::turn::Ledgers>,
+}
+
+/// What never changes of a session.
+#[derive(Clone)]
+struct SessionFacts {
+    tokenizer: Tokenizer,
+    tenant: Arc<str>,
 }
 
 /// Sessions whose tokenizer a replica remembers before it starts over.
@@ -61,7 +74,9 @@ impl AppState {
             store,
             limits,
             summarizer: None,
-            tokenizers: Arc::default(),
+            sessions: Arc::default(),
+            keys: Arc::default(),
+            rates: Arc::default(),
             view_cache: Arc::new(ViewCache::new(ViewCache::DEFAULT_BYTES)),
             ledgers: Arc::default(),
         }
@@ -69,24 +84,33 @@ impl AppState {
 
     /// The session's tokenizer, or None when the session does not exist.
     async fn tokenizer_of(&self, session_id: Uuid) -> Result<Option<Tokenizer>, StoreError> {
+        Ok(self.session_of(session_id).await?.map(|s| s.tokenizer))
+    }
+
+    /// What never changes of a session, or None when it does not exist.
+    async fn session_of(&self, session_id: Uuid) -> Result<Option<SessionFacts>, StoreError> {
         let known = self
-            .tokenizers
+            .sessions
             .lock()
             .ok()
-            .and_then(|m| m.get(&session_id).copied());
+            .and_then(|m| m.get(&session_id).cloned());
         if known.is_some() {
             return Ok(known);
         }
         let Some(session) = self.store.get_session(session_id).await? else {
             return Ok(None);
         };
-        if let Ok(mut map) = self.tokenizers.lock() {
+        let facts = SessionFacts {
+            tokenizer: session.config.tokenizer,
+            tenant: session.tenant.into(),
+        };
+        if let Ok(mut map) = self.sessions.lock() {
             if map.len() >= REMEMBERED_SESSIONS {
                 map.clear();
             }
-            map.insert(session_id, session.config.tokenizer);
+            map.insert(session_id, facts.clone());
         }
-        Ok(Some(session.config.tokenizer))
+        Ok(Some(facts))
     }
 }
 
@@ -105,7 +129,8 @@ impl AppState {
         (name = "events", description = "The append-only event log of a session"),
         (name = "compaction", description = "The view to send, the records that explain it, calibration"),
         (name = "context", description = "Item-by-item inspection and exact recall of observations"),
-        (name = "health", description = "Liveness and readiness")
+        (name = "health", description = "Liveness and readiness"),
+        (name = "admin", description = "Tenants and API keys (an admin key)")
     ),
     components(schemas(error::Problem))
 )]
@@ -120,6 +145,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(context::router())
         .merge(observations::router())
         .merge(health::router())
+        .merge(admin::router())
 }
 
 /// The OpenAPI document, generated from the handlers.
@@ -131,7 +157,74 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 fn document(api: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     let mut api = with_middleware_answers(api);
     sessions::document_label_filter(&mut api);
+    with_security(&mut api);
     api
+}
+
+/// Declares the bearer keys: every operation but health, metrics and the document itself takes
+/// one once any key exists, and may answer 401, 403 and 429.
+fn with_security(api: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::security::{
+        HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+    };
+    use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+    let scheme = SecurityScheme::Http(
+        HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "An API key, `ctxd_<id>_<secret>`. Required once any key exists (`ctxd keys \
+                 create`, `POST /admin/keys`); until then ctxd serves loopback in open mode. \
+                 agent keys use their tenant's sessions, operator keys read them, admin keys \
+                 manage keys and tenants.",
+            ))
+            .build(),
+    );
+    api.components
+        .get_or_insert_with(Default::default)
+        .add_security_scheme("bearer", scheme);
+    let problem = |description: &str| {
+        RefOr::T(
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/problem+json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("Problem")))
+                        .build(),
+                )
+                .build(),
+        )
+    };
+    for (path, item) in api.paths.paths.iter_mut() {
+        let public = !(path.starts_with("/sessions") || path.starts_with("/admin"));
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for operation in operations.into_iter().flatten() {
+            if public {
+                operation.security = Some(Vec::new());
+                continue;
+            }
+            operation.security = Some(vec![SecurityRequirement::new(
+                "bearer",
+                Vec::<String>::new(),
+            )]);
+            let responses = &mut operation.responses.responses;
+            responses.entry("401".into()).or_insert_with(|| {
+                problem("No API key, or one that is not valid (`WWW-Authenticate: Bearer`)")
+            });
+            responses.entry("403".into()).or_insert_with(|| {
+                problem("The key's role may not do this (an operator key writing, an agent key managing keys)")
+            });
+            responses.entry("429".into()).or_insert_with(|| {
+                problem("The key's request rate is spent; `Retry-After` says when to retry")
+            });
+        }
+    }
 }
 
 /// Documents what the middleware answers for any operation, where a handler's own annotation
@@ -209,6 +302,10 @@ pub fn app(state: AppState) -> Router {
     router
         .merge(SwaggerUi::new("/docs").url("/openapi.json", api))
         .fallback(|| async { error::ApiError::NotFound("no such route".into()) })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authorize,
+        ))
         .with_state(state)
         .layer(
             ServiceBuilder::new()

@@ -3,12 +3,13 @@
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
-use axum::Json;
+use axum::{Extension, Json};
 use serde::Serialize;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
+use super::auth::Caller;
 use super::error::{ApiError, Problem};
 use super::extract;
 use super::AppState;
@@ -114,13 +115,14 @@ struct SessionListParams {
     ))]
 async fn create_session(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     extract::Json(new): extract::Json<NewSession>,
 ) -> Result<impl IntoResponse, ApiError> {
     let errors = new.validate();
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
-    let session = state.store.create_session(&new).await?;
+    let session = state.store.create_session(&new, &caller.tenant).await?;
     let location = format!("/sessions/{}", session.id);
     Ok((
         StatusCode::CREATED,
@@ -151,9 +153,11 @@ async fn create_session(
     ))]
 async fn list_sessions(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Query(params): Query<Vec<(String, String)>>,
 ) -> Result<Json<SessionPage>, ApiError> {
     let mut filter = SessionFilter {
+        tenant: caller.tenant,
         limit: DEFAULT_PAGE,
         ..SessionFilter::default()
     };

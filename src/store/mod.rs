@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use crate::auth::{ApiKey, StoredKey, Tenant};
 use crate::domain::append::{Ack, AppendRejection, CallFacts, CountedEvent};
 use crate::domain::compaction::CompactionRecord;
 use crate::domain::event::Event;
@@ -65,13 +66,27 @@ pub struct AppendOutcome {
     pub acks: Vec<Ack>,
 }
 
-/// Which sessions to list: newest first, optionally below a cursor and matching labels.
-#[derive(Debug, Clone, Default)]
+/// Which sessions to list: a tenant's, newest first, optionally below a cursor and matching
+/// labels.
+#[derive(Debug, Clone)]
 pub struct SessionFilter {
+    /// Only this tenant's sessions.
+    pub tenant: String,
     pub labels: Labels,
     /// Only sessions older than this one (the previous page's last id).
     pub before: Option<Uuid>,
     pub limit: u32,
+}
+
+impl Default for SessionFilter {
+    fn default() -> Self {
+        Self {
+            tenant: crate::auth::DEFAULT_TENANT.to_owned(),
+            labels: Labels::default(),
+            before: None,
+            limit: 50,
+        }
+    }
 }
 
 #[async_trait]
@@ -85,7 +100,8 @@ pub trait Store: Send + Sync + 'static {
     /// The connection pool as it stands: connections open, and idle among them.
     fn pool_status(&self) -> (u32, usize);
 
-    async fn create_session(&self, new: &NewSession) -> Result<Session, StoreError>;
+    /// Creates a session owned by `tenant`.
+    async fn create_session(&self, new: &NewSession, tenant: &str) -> Result<Session, StoreError>;
     async fn get_session(&self, id: Uuid) -> Result<Option<Session>, StoreError>;
     async fn list_sessions(&self, filter: &SessionFilter) -> Result<Vec<Session>, StoreError>;
     /// Deletes the session and everything of it. False when there was no such session.
@@ -97,6 +113,19 @@ pub trait Store: Send + Sync + 'static {
         idle_since: DateTime<Utc>,
         limit: u32,
     ) -> Result<u64, StoreError>;
+
+    /// Creates a tenant; false when it exists already.
+    async fn create_tenant(&self, tenant: &str) -> Result<bool, StoreError>;
+    async fn list_tenants(&self) -> Result<Vec<Tenant>, StoreError>;
+    /// Stores a new key (its tenant must exist).
+    async fn create_key(&self, key: &StoredKey) -> Result<(), StoreError>;
+    async fn get_key(&self, id: &str) -> Result<Option<StoredKey>, StoreError>;
+    /// Every key, or one tenant's, oldest first; never their secrets.
+    async fn list_keys(&self, tenant: Option<&str>) -> Result<Vec<ApiKey>, StoreError>;
+    /// Revokes a key; false when there is no such key.
+    async fn revoke_key(&self, id: &str) -> Result<bool, StoreError>;
+    /// Whether any key was ever created: from then on every request needs one.
+    async fn any_keys(&self) -> Result<bool, StoreError>;
 
     /// Appends a batch in one transaction, or nothing of it. Seqs are allocated under a
     /// per-session lock, so concurrent appends to one session never collide or leave gaps.

@@ -9,6 +9,7 @@ use sqlx::{Database, Decode, Encode, Postgres, Sqlite, Type};
 use uuid::Uuid;
 
 use super::{ItemRow, StoreError, StoredState};
+use crate::auth::{ApiKey, KeyRole, StoredKey, Tenant};
 use crate::domain::compaction::{CompactionRecord, Reason, Summary};
 use crate::domain::event::{Event, EventBody};
 use crate::domain::session::{Labels, Session, SessionConfig};
@@ -64,6 +65,7 @@ impl<'r> Decode<'r, Sqlite> for DbUuid {
 #[derive(sqlx::FromRow)]
 pub(super) struct SessionRow {
     session_id: DbUuid,
+    tenant: String,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     #[sqlx(json)]
@@ -78,12 +80,64 @@ impl From<SessionRow> for Session {
     fn from(row: SessionRow) -> Self {
         Session {
             id: row.session_id.0,
+            tenant: row.tenant,
             created_at: row.created_at,
             updated_at: row.updated_at,
             config: row.config,
             metadata: row.metadata,
             head_seq: row.head_seq,
             total_tokens: row.total_tokens,
+        }
+    }
+}
+
+/// An API key row.
+#[derive(sqlx::FromRow)]
+pub(super) struct KeyRow {
+    key_id: String,
+    tenant: String,
+    role: String,
+    secret_hash: Vec<u8>,
+    name: String,
+    created_at: DateTime<Utc>,
+    revoked_at: Option<DateTime<Utc>>,
+}
+
+impl TryFrom<KeyRow> for StoredKey {
+    type Error = StoreError;
+    fn try_from(row: KeyRow) -> Result<Self, StoreError> {
+        let role = KeyRole::parse(&row.role).ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "key {} has the unknown role `{}`",
+                row.key_id, row.role
+            ))
+        })?;
+        Ok(StoredKey {
+            key: ApiKey {
+                id: row.key_id,
+                tenant: row.tenant,
+                role,
+                name: row.name,
+                created_at: row.created_at,
+                revoked_at: row.revoked_at,
+            },
+            secret_hash: row.secret_hash,
+        })
+    }
+}
+
+/// A tenant row.
+#[derive(sqlx::FromRow)]
+pub(super) struct TenantRow {
+    tenant: String,
+    created_at: DateTime<Utc>,
+}
+
+impl From<TenantRow> for Tenant {
+    fn from(row: TenantRow) -> Self {
+        Tenant {
+            id: row.tenant,
+            created_at: row.created_at,
         }
     }
 }

@@ -11,12 +11,13 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Type};
 use uuid::Uuid;
 
 use super::rows::{
-    DbUuid, EventRow, FoldedRangeRow, ItemColumns, JobRow, RecordRow, SessionEventRow, SessionRow,
-    SessionStateRow, StateRow,
+    DbUuid, EventRow, FoldedRangeRow, ItemColumns, JobRow, KeyRow, RecordRow, SessionEventRow,
+    SessionRow, SessionStateRow, StateRow, TenantRow,
 };
 use super::{
     now, ItemRow, SessionFilter, SessionSince, StoreError, StoredState, SESSION_SINCE_RANGE,
 };
+use crate::auth::{ApiKey, StoredKey, Tenant};
 use crate::domain::compaction::CompactionRecord;
 use crate::domain::event::Event;
 use crate::domain::session::{NewSession, Session};
@@ -39,7 +40,8 @@ pub(super) trait Dialect: Database {
 }
 
 const SESSION_COLUMNS: &str =
-    "session_id, created_at, updated_at, config, metadata, head_seq, total_tokens";
+    "session_id, tenant, created_at, updated_at, config, metadata, head_seq, total_tokens";
+const KEY_COLUMNS: &str = "key_id, tenant, role, secret_hash, name, created_at, revoked_at";
 const EVENT_COLUMNS: &str = "seq, client_id, body, pinned, metadata, tokens, created_at";
 const ITEM_COLUMNS: &str = "seq, client_id, type, role, pinned, tokens";
 
@@ -73,14 +75,19 @@ where
     for<'r> FoldedRangeRow: FromRow<'r, DB::Row>,
     for<'r> RecordRow: FromRow<'r, DB::Row>,
     for<'r> JobRow: FromRow<'r, DB::Row>,
+    for<'q> Vec<u8>: Encode<'q, DB> + Type<DB>,
+    for<'r> KeyRow: FromRow<'r, DB::Row>,
+    for<'r> TenantRow: FromRow<'r, DB::Row>,
 {
     pub async fn create_session<'e>(
         db: impl Executor<'e, Database = DB>,
         new: &NewSession,
+        tenant: &str,
     ) -> Result<Session, StoreError> {
         let now = now();
         let session = Session {
             id: Uuid::now_v7(),
+            tenant: tenant.to_owned(),
             created_at: now,
             updated_at: now,
             config: new.config.clone(),
@@ -89,13 +96,14 @@ where
             total_tokens: 0,
         };
         sqlx::query(
-            "INSERT INTO sessions (session_id, created_at, updated_at, config, metadata) \
-             VALUES ($1, $2, $2, $3, $4)",
+            "INSERT INTO sessions (session_id, created_at, updated_at, config, metadata, tenant) \
+             VALUES ($1, $2, $2, $3, $4, $5)",
         )
         .bind(DbUuid(session.id))
         .bind(now)
         .bind(json(&session.config)?)
         .bind(json(&session.metadata)?)
+        .bind(tenant.to_owned())
         .execute(db)
         .await?;
         Ok(session)
@@ -121,16 +129,17 @@ where
         let labels = if filter.labels.is_empty() {
             String::new()
         } else {
-            format!(" AND {open}$3{close}")
+            format!(" AND {open}$4{close}")
         };
         // Every id is below the largest UUID, so no cursor and the largest read the same.
         let sql = format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id < $1{labels} \
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = $3 AND session_id < $1{labels} \
              ORDER BY session_id DESC LIMIT $2"
         );
         let mut query = sqlx::query_as(&sql)
             .bind(DbUuid(filter.before.unwrap_or(Uuid::max())))
-            .bind(i64::from(filter.limit));
+            .bind(i64::from(filter.limit))
+            .bind(filter.tenant.clone());
         if !filter.labels.is_empty() {
             query = query.bind(json(&filter.labels)?);
         }
@@ -165,6 +174,107 @@ where
         .execute(db)
         .await?;
         Ok(DB::rows_affected(&done))
+    }
+
+    /// Creates a tenant; false when it exists already. (Tenants and keys are small reference
+    /// tables, read across sessions by design.)
+    pub async fn create_tenant<'e>(
+        db: impl Executor<'e, Database = DB>,
+        tenant: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO tenants (tenant, created_at) VALUES ($1, $2) \
+             ON CONFLICT (tenant) DO NOTHING",
+        )
+        .bind(tenant.to_owned())
+        .bind(now())
+        .execute(db)
+        .await?;
+        Ok(DB::rows_affected(&done) > 0)
+    }
+
+    pub async fn list_tenants<'e>(
+        db: impl Executor<'e, Database = DB>,
+    ) -> Result<Vec<Tenant>, StoreError> {
+        let rows: Vec<TenantRow> =
+            sqlx::query_as("SELECT tenant, created_at FROM tenants ORDER BY tenant")
+                .fetch_all(db)
+                .await?;
+        Ok(rows.into_iter().map(Tenant::from).collect())
+    }
+
+    pub async fn create_key<'e>(
+        db: impl Executor<'e, Database = DB>,
+        key: &StoredKey,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO api_keys (key_id, tenant, role, secret_hash, name, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(key.key.id.clone())
+        .bind(key.key.tenant.clone())
+        .bind(key.key.role.as_str().to_owned())
+        .bind(key.secret_hash.clone())
+        .bind(key.key.name.clone())
+        .bind(key.key.created_at)
+        .execute(db)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn get_key<'e>(
+        db: impl Executor<'e, Database = DB>,
+        id: &str,
+    ) -> Result<Option<StoredKey>, StoreError> {
+        let row: Option<KeyRow> = sqlx::query_as(&format!(
+            "SELECT {KEY_COLUMNS} FROM api_keys WHERE key_id = $1"
+        ))
+        .bind(id.to_owned())
+        .fetch_optional(db)
+        .await?;
+        row.map(StoredKey::try_from).transpose()
+    }
+
+    /// Every key, or one tenant's, oldest first.
+    pub async fn list_keys<'e>(
+        db: impl Executor<'e, Database = DB>,
+        tenant: Option<&str>,
+    ) -> Result<Vec<ApiKey>, StoreError> {
+        let rows: Vec<KeyRow> = sqlx::query_as(&format!(
+            "SELECT {KEY_COLUMNS} FROM api_keys WHERE $1 = '' OR tenant = $1 \
+             ORDER BY created_at, key_id"
+        ))
+        .bind(tenant.unwrap_or_default().to_owned())
+        .fetch_all(db)
+        .await?;
+        rows.into_iter()
+            .map(|row| StoredKey::try_from(row).map(|k| k.key))
+            .collect()
+    }
+
+    /// Revokes a key (a revoked one stays revoked since its first revocation); false when
+    /// there is no such key.
+    pub async fn revoke_key<'e>(
+        db: impl Executor<'e, Database = DB>,
+        id: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE key_id = $1",
+        )
+        .bind(id.to_owned())
+        .bind(now())
+        .execute(db)
+        .await?;
+        Ok(DB::rows_affected(&done) > 0)
+    }
+
+    /// Whether any key was ever created (revoked ones included): then every request needs one.
+    pub async fn any_keys<'e>(db: impl Executor<'e, Database = DB>) -> Result<bool, StoreError> {
+        let found: Option<KeyRow> =
+            sqlx::query_as(&format!("SELECT {KEY_COLUMNS} FROM api_keys LIMIT 1"))
+                .fetch_optional(db)
+                .await?;
+        Ok(found.is_some())
     }
 
     pub async fn list_events<'e>(
@@ -300,7 +410,7 @@ where
         session_id: Uuid,
     ) -> Result<Option<(Session, StoredState)>, StoreError> {
         let row: Option<SessionStateRow> = sqlx::query_as(
-            "SELECT s.session_id, s.created_at, s.updated_at, s.config, s.metadata, s.head_seq, \
+            "SELECT s.session_id, s.tenant, s.created_at, s.updated_at, s.config, s.metadata, s.head_seq, \
              s.total_tokens, c.version, c.state \
              FROM sessions s LEFT JOIN compaction_states c ON c.session_id = s.session_id \
              WHERE s.session_id = $1",
@@ -320,7 +430,7 @@ where
         // after `after_seq` (one row when there are none), read from one snapshot. A bounded
         // range of seqs is an index range scan in any plan.
         let rows: Vec<SessionEventRow> = sqlx::query_as(
-            "SELECT s.session_id, s.created_at, s.updated_at, s.config, s.metadata, s.head_seq, \
+            "SELECT s.session_id, s.tenant, s.created_at, s.updated_at, s.config, s.metadata, s.head_seq, \
              s.total_tokens, c.version, e.seq, e.client_id, e.body, e.pinned, \
              e.metadata AS event_metadata, e.tokens, e.created_at AS event_created_at \
              FROM sessions s \

@@ -21,6 +21,7 @@ use super::{
     event_inserts, fold_call_rows, now, AppendError, AppendOutcome, ItemRow, SessionFilter,
     SessionSince, Store, StoreError, StoredState,
 };
+use crate::auth::{ApiKey, StoredKey, Tenant};
 use crate::domain::append::{
     client_ids, has_episode_events, plan_append, referenced_call_ids, CountedEvent, LogFacts,
 };
@@ -115,8 +116,36 @@ impl Store for SqliteStore {
         )
     }
 
-    async fn create_session(&self, new: &NewSession) -> Result<Session, StoreError> {
-        Q::create_session(&self.writer, new).await
+    async fn create_session(&self, new: &NewSession, tenant: &str) -> Result<Session, StoreError> {
+        Q::create_session(&self.writer, new, tenant).await
+    }
+
+    async fn create_tenant(&self, tenant: &str) -> Result<bool, StoreError> {
+        Q::create_tenant(&self.writer, tenant).await
+    }
+
+    async fn list_tenants(&self) -> Result<Vec<Tenant>, StoreError> {
+        Q::list_tenants(&self.reader).await
+    }
+
+    async fn create_key(&self, key: &StoredKey) -> Result<(), StoreError> {
+        Q::create_key(&self.writer, key).await
+    }
+
+    async fn get_key(&self, id: &str) -> Result<Option<StoredKey>, StoreError> {
+        Q::get_key(&self.reader, id).await
+    }
+
+    async fn list_keys(&self, tenant: Option<&str>) -> Result<Vec<ApiKey>, StoreError> {
+        Q::list_keys(&self.reader, tenant).await
+    }
+
+    async fn revoke_key(&self, id: &str) -> Result<bool, StoreError> {
+        Q::revoke_key(&self.writer, id).await
+    }
+
+    async fn any_keys(&self) -> Result<bool, StoreError> {
+        Q::any_keys(&self.reader).await
     }
 
     async fn get_session(&self, id: Uuid) -> Result<Option<Session>, StoreError> {

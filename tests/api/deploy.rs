@@ -35,6 +35,16 @@ fn compose_runs_ctxd_on_a_healthy_postgres() {
         listen.starts_with("0.0.0.0:"),
         "reachable from outside the container: {listen}"
     );
+    // Open mode beyond loopback is the container's only: the host publishes it on loopback.
+    if ctxd["environment"]["CTXD_INSECURE_OPEN"].as_str() == Some("true") {
+        for port in ctxd["ports"].as_sequence().expect("ports") {
+            let port = port.as_str().expect("a port mapping");
+            assert!(
+                port.starts_with("127.0.0.1:"),
+                "published beyond loopback: {port}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -67,6 +67,7 @@ async fn limited(backend: Backend) {
             max_body_bytes: 2048,
             max_event_bytes: 600,
             request_timeout: Duration::from_secs(30),
+            ..Limits::default()
         },
     )
     .await;

@@ -12,6 +12,7 @@ mod episodes;
 mod errors;
 mod events;
 mod input;
+mod keys;
 mod metrics;
 mod openapi;
 mod prepare;

@@ -69,8 +69,11 @@ fn operation_ids_read_as_what_they_do_and_no_rust_type_is_named() {
             let id = operation["operationId"].as_str().unwrap_or_default();
             let verb = id.split('_').next().unwrap_or_default();
             assert!(
-                ["get", "list", "create", "delete", "append", "compact", "record", "recall"]
-                    .contains(&verb)
+                [
+                    "get", "list", "create", "delete", "append", "compact", "record", "recall",
+                    "revoke"
+                ]
+                .contains(&verb)
                     && id.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
                 "{method} {path}: operation id `{id}` does not say what it does"
             );

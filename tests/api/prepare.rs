@@ -52,7 +52,7 @@ fn prepared(text: &str) -> PreparedSummary {
 
 store_on_both_backends! {
     async fn summary_jobs_are_claimed_once_and_outlive_a_dead_replica(store) {
-        let session = store.create_session(&NewSession::default()).await.unwrap().id;
+        let session = store.create_session(&NewSession::default(), "default").await.unwrap().id;
         assert!(store.enqueue_summary_job(&job(session, 0)).await.unwrap());
         assert!(!store.enqueue_summary_job(&job(session, 0)).await.unwrap(), "one job per checkpoint");
         for checkpoint in 1..8 {
@@ -86,7 +86,7 @@ store_on_both_backends! {
             other => panic!("{other:?}"),
         }
         // A job is tried at most three times.
-        let fresh = store.create_session(&NewSession::default()).await.unwrap().id;
+        let fresh = store.create_session(&NewSession::default(), "default").await.unwrap().id;
         assert!(store.enqueue_summary_job(&job(fresh, 0)).await.unwrap());
         let mut tries = 0;
         let mut at = now + 10 * 60_001;

@@ -408,6 +408,50 @@ on_both_backends! {
         let r = call(&app, spec, "delete", "/sessions/{id}", &s, None).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
 
+        // Tenants and keys: the first key is made in open mode, the rest with it.
+        for (body, status) in [
+            (json!({"id": "acme"}), StatusCode::CREATED),
+            (json!({"id": "acme"}), StatusCode::CONFLICT),
+            (json!({"id": "Acme!"}), StatusCode::UNPROCESSABLE_ENTITY),
+        ] {
+            let r = call(&app, spec, "post", "/admin/tenants", "/admin/tenants", Some(body)).await;
+            assert_eq!(r.status, status, "{}", r.body);
+        }
+        let r = call(&app, spec, "get", "/admin/tenants", "/admin/tenants", None).await;
+        assert_eq!(r.body["tenants"].as_array().unwrap().len(), 2, "{}", r.body);
+        let r = call(&app, spec, "post", "/admin/keys", "/admin/keys",
+            Some(json!({"tenant": "initech", "role": "agent"}))).await;
+        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.body);
+        let r = call(&app, spec, "post", "/admin/keys", "/admin/keys",
+            Some(json!({"tenant": "acme", "role": "admin", "name": "ops"}))).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        let admin = r.body["key_secret"].as_str().unwrap().to_owned();
+        let key_id = r.body["id"].as_str().unwrap().to_owned();
+        let with_key = |request: reqwest::RequestBuilder| request.bearer_auth(&admin);
+        let r = app.send(with_key(app.client.get(app.url("/admin/keys")))).await;
+        spec.check("get", "/admin/keys", &r);
+        assert_eq!(r.body["keys"][0]["id"], key_id.as_str(), "{}", r.body);
+        let r = app.send(app.client.get(app.url("/sessions"))).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{}", r.body);
+        spec.check("get", "/sessions", &r);
+        let r = app.send(with_key(app.client.get(app.url("/sessions")))).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
+        spec.check("get", "/sessions", &r);
+        let r = app.send(with_key(app.client.post(app.url("/admin/keys")))
+            .json(&json!({"tenant": "acme", "role": "agent"}))).await;
+        spec.check("post", "/admin/keys", &r);
+        let agent = r.body["id"].as_str().unwrap().to_owned();
+        for (id, status) in [
+            (agent.as_str(), StatusCode::NO_CONTENT),
+            (agent.as_str(), StatusCode::NO_CONTENT),
+            ("0123456789abcdef", StatusCode::NOT_FOUND),
+        ] {
+            let url = app.url(&format!("/admin/keys/{id}"));
+            let r = app.send(with_key(app.client.delete(url))).await;
+            assert_eq!(r.status, status, "{}", r.body);
+            spec.check("delete", "/admin/keys/{key_id}", &r);
+        }
+
         spec.assert_every_operation_checked();
     }
 }

@@ -33,13 +33,13 @@ fn labelled(pairs: &[(&str, &str)]) -> NewSession {
 
 store_on_both_backends! {
     async fn sessions_round_trip(store) {
-        let created = store.create_session(&labelled(&[("team", "x")])).await.unwrap();
+        let created = store.create_session(&labelled(&[("team", "x")]), "default").await.unwrap();
         let fetched = store.get_session(created.id).await.unwrap().unwrap();
         assert_eq!(fetched.id, created.id);
         assert_eq!(fetched.config, created.config);
         assert_eq!(fetched.metadata, created.metadata);
         assert_eq!(fetched.head_seq, 0);
-        let second = store.create_session(&labelled(&[("team", "y")])).await.unwrap();
+        let second = store.create_session(&labelled(&[("team", "y")]), "default").await.unwrap();
 
         let all = store.list_sessions(&SessionFilter { limit: 10, ..Default::default() }).await.unwrap();
         assert_eq!(all.iter().map(|s| s.id).collect::<Vec<_>>(), [second.id, created.id]);
@@ -62,7 +62,7 @@ store_on_both_backends! {
 
 store_on_both_backends! {
     async fn appends_are_all_or_nothing(store) {
-        let s = store.create_session(&NewSession::default()).await.unwrap();
+        let s = store.create_session(&NewSession::default(), "default").await.unwrap();
         let call = json!({"type": "message", "role": "assistant", "tool_calls": [{"id": "x", "name": "ls"}]});
         let ghost = json!({"type": "message", "role": "tool", "tool_call_id": "ghost", "content": "?"});
         let refused = store.append_events(s.id, &batch(json!([call, ghost])), None).await;
@@ -89,8 +89,8 @@ store_on_both_backends! {
 
 store_on_both_backends! {
     async fn events_are_found_by_their_client_id_within_their_session(store) {
-        let s = store.create_session(&NewSession::default()).await.unwrap();
-        let t = store.create_session(&NewSession::default()).await.unwrap();
+        let s = store.create_session(&NewSession::default(), "default").await.unwrap();
+        let t = store.create_session(&NewSession::default(), "default").await.unwrap();
         let notes = json!([{"id": "a", "type": "note", "content": "one"},
                            {"type": "note", "content": "two"},
                            {"id": "é?%", "type": "note", "content": "three"}]);
@@ -116,13 +116,13 @@ store_on_both_backends! {
 
 store_on_both_backends! {
     async fn deleting_a_session_deletes_its_events_and_calls(store) {
-        let s = store.create_session(&NewSession::default()).await.unwrap();
+        let s = store.create_session(&NewSession::default(), "default").await.unwrap();
         let call = json!({"type": "message", "role": "assistant", "tool_calls": [{"id": "x", "name": "ls"}]});
         store.append_events(s.id, &batch(json!([call])), None).await.unwrap();
         assert!(store.delete_session(s.id).await.unwrap());
         assert!(store.list_events(s.id, 0, 10).await.unwrap().is_empty());
         // Other sessions are untouched and independent: the same call id is open only where issued.
-        let t = store.create_session(&NewSession::default()).await.unwrap();
+        let t = store.create_session(&NewSession::default(), "default").await.unwrap();
         let answer = json!({"type": "message", "role": "tool", "tool_call_id": "x", "content": "a"});
         assert!(store.append_events(t.id, &batch(json!([answer])), None).await.is_err());
     }
@@ -132,7 +132,7 @@ async fn history_cannot_be_rewritten(backend: Backend) {
     let db = TestStore::new(backend).await;
     let s = db
         .store
-        .create_session(&NewSession::default())
+        .create_session(&NewSession::default(), "default")
         .await
         .unwrap();
     let note = json!([{"type": "note", "content": "keep me"}]);
@@ -166,7 +166,7 @@ store_on_both_backends! {
         use ctxd::domain::state::CompactionState;
 
         assert!(store.session_since(uuid::Uuid::now_v7(), 0).await.unwrap().is_none());
-        let s = store.create_session(&labelled(&[("team", "x")])).await.unwrap();
+        let s = store.create_session(&labelled(&[("team", "x")]), "default").await.unwrap();
         let since = store.session_since(s.id, 0).await.unwrap().unwrap();
         assert_eq!((since.session.id, since.version, since.events.len(), since.complete), (s.id, 0, 0, true));
         assert_eq!(since.session.metadata, s.metadata);
@@ -205,7 +205,7 @@ store_on_both_backends! {
         use ctxd::domain::state::{CompactionState, FoldedRange};
         use ctxd::domain::compaction::Reason;
 
-        let s = store.create_session(&NewSession::default()).await.unwrap();
+        let s = store.create_session(&NewSession::default(), "default").await.unwrap();
         let notes: Vec<Value> = (0..50).map(|i| json!({"type": "note", "content": format!("n{i}"), "pinned": i % 10 == 0})).collect();
         store.append_events(s.id, &batch(Value::Array(notes)), None).await.unwrap();
         let seqs = |rows: &[ctxd::store::ItemRow]| rows.iter().map(|r| r.seq).collect::<Vec<_>>();

@@ -21,6 +21,7 @@ mod readme;
 mod recall;
 mod replay;
 mod replay_checks;
+mod restart;
 mod schema;
 mod sessions;
 mod shutdown;

@@ -252,6 +252,10 @@ pub struct ServeArgs {
     /// Log lines as text or JSON. Levels come from RUST_LOG (default info).
     #[arg(long, env = "CTXD_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// An OpenTelemetry collector's OTLP/HTTP endpoint (`http://collector:4318`): every
+    /// request's span is exported there. Unset: no traces.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
     /// Delete sessions with no append for this many seconds, with everything they own
     /// (0: keep every session).
     #[arg(long, env = "CTXD_RETENTION_IDLE_SECS", default_value_t = 0)]

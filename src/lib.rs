@@ -14,6 +14,7 @@ pub mod replay;
 pub mod retention;
 pub mod store;
 pub mod summarize;
+pub mod telemetry;
 pub mod tokens;
 pub mod turn;
 

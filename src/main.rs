@@ -2,7 +2,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tracing_subscriber::EnvFilter;
 
 use ctxd::config::{
     Cli, Command, DatabaseArgs, KeysCommand, LogFormat, ReplayArgs, ServeArgs, SynthArgs,
@@ -38,15 +37,8 @@ async fn main() -> ExitCode {
 }
 
 fn init_tracing(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // Colours only on a terminal: a file or a log collector gets plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+    if let Err(e) = ctxd::telemetry::init(format, None) {
+        eprintln!("ctxd: {e}");
     }
 }
 
@@ -313,7 +305,13 @@ fn check_open_mode(
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
-    init_tracing(args.log_format);
+    let telemetry = ctxd::telemetry::init(args.log_format, args.otlp_endpoint.as_deref())?;
+    let served = serve_with(args).await;
+    telemetry.shutdown();
+    served
+}
+
+async fn serve_with(args: ServeArgs) -> Result<(), String> {
     args.validate()?;
     let summarizer = args.summarizer.build()?;
     if let Some(s) = &summarizer {

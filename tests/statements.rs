@@ -53,8 +53,9 @@ impl<S: tracing::Subscriber> Layer<S> for Statements {
 
 /// The statements that read or write across sessions, each named by what sets it apart, as
 /// docs/scaling.md lists them.
-const CROSS_SESSION: [(&str, &str); 3] = [
+const CROSS_SESSION: [(&str, &str); 4] = [
     ("the session list", "ORDER BY session_id DESC"),
+    ("the session list by activity", "ORDER BY updated_at DESC"),
     ("retention", "WHERE updated_at < $1"),
     (
         "the summary jobs a replica claims",
@@ -241,6 +242,8 @@ async fn every_statement_is_scoped_to_one_session_or_documented() {
     .await;
     call("get", format!("/sessions/{id}"), None).await;
     call("get", "/sessions?label=team=search".into(), None).await;
+    call("get", "/sessions?sort=activity".into(), None).await;
+    call("get", format!("/sessions/{id}/view?format=anthropic"), None).await;
     call("get", "/readyz".into(), None).await;
     ctxd::retention::sweep(store.as_ref(), std::time::Duration::from_secs(3600), 10)
         .await
@@ -282,7 +285,11 @@ async fn every_statement_is_scoped_to_one_session_or_documented() {
     // What the workload ran: the session list and retention (no summariser here, so no job
     // was claimed), and the store's statements of every kind.
     assert!(seen_reference, "no key was looked up");
-    for name in ["the session list", "retention"] {
+    for name in [
+        "the session list",
+        "the session list by activity",
+        "retention",
+    ] {
         assert!(seen_cross.contains(&name), "{name} did not run");
     }
     for table in [

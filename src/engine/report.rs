@@ -9,7 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::inspect::{standing, ItemStanding};
-use crate::domain::compaction::{ItemState, Projection, Tier};
+use crate::domain::compaction::{ItemState, Projection, Reason, Tier};
 use crate::domain::event::{EventType, Item, Role};
 use crate::domain::session::Session;
 use crate::domain::state::{CompactionState, FoldedRange};
@@ -173,6 +173,8 @@ pub fn usage(session: &Session, state: &CompactionState, view: &[Item]) -> Usage
 pub struct PageQuery {
     /// Only items in this state.
     pub state: Option<ItemState>,
+    /// Only items with this reason.
+    pub reason: Option<Reason>,
     /// Only items with seq ≥ this.
     pub from_seq: Option<i64>,
     /// Only items with seq ≤ this.
@@ -279,10 +281,9 @@ impl<'s> Page<'s> {
             if self.more {
                 return;
             }
-            let wanted = self
-                .query
-                .state
-                .is_none_or(|want| want == standing_of(&item, self.state, &[]).state);
+            let standing = standing_of(&item, self.state, &[]);
+            let wanted = self.query.state.is_none_or(|want| want == standing.state)
+                && self.query.reason.is_none_or(|want| want == standing.reason);
             if !wanted {
                 continue;
             }
@@ -344,7 +345,6 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::domain::compaction::Reason;
     use crate::domain::session::SessionConfig;
     use crate::domain::state::Reduced;
 
@@ -472,6 +472,7 @@ mod tests {
         // Archived items skip the kept ones, reading little more than the page.
         let (items, next, read) = page_of(PageQuery {
             state: Some(ItemState::Archived),
+            reason: None,
             after_seq: Some(498),
             ..query
         });
@@ -485,6 +486,7 @@ mod tests {
         // The last archived page stops at the checkpoint.
         let (items, next, _) = page_of(PageQuery {
             state: Some(ItemState::Archived),
+            reason: None,
             after_seq: Some(CHECKPOINT - 2),
             ..query
         });
@@ -497,12 +499,14 @@ mod tests {
         // Any other state is among the view's items: nothing more is read.
         let (items, next, read) = page_of(PageQuery {
             state: Some(ItemState::Pinned),
+            reason: None,
             ..query
         });
         assert_eq!(items.iter().map(|i| i.seq).collect::<Vec<_>>(), [1, 500]);
         assert_eq!((next, read), (None, 0));
         let (items, _, read) = page_of(PageQuery {
             state: Some(ItemState::Retained),
+            reason: None,
             ..query
         });
         assert_eq!(items.iter().map(|i| i.seq).collect::<Vec<_>>(), [9_995]);

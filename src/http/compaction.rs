@@ -30,6 +30,7 @@ const MAX_PAGE: u32 = 200;
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(compact))
+        .routes(routes!(get_view))
         .routes(routes!(condense))
         .routes(routes!(list_compactions))
         .routes(routes!(get_compaction))
@@ -122,6 +123,59 @@ async fn compact(
     let answer = compaction::compact_session(
         state.store.clone(),
         state.summarizer.clone(),
+        &state.view_cache,
+        id,
+        request,
+        move |presented| answer(format, presented),
+    )
+    .await
+    .map_err(|e| compact_error(e, id))?
+    .map_err(|e| ApiError::Internal(format!("writing the answer: {e}")))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], answer).into_response())
+}
+
+/// `GET /sessions/{id}/view` parameters.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct ViewParams {
+    /// How to render the view (default `openai`).
+    format: Option<Format>,
+}
+
+/// Read the view the next compact call would answer.
+///
+/// A dry run that changes nothing (for an operator key, which may not compact): the view the
+/// model would receive now, without tool schemas, and the record that explains it. Where the
+/// next compact call would fold the oldest items with the operator's LLM summariser, the
+/// deterministic summary stands in: reading never calls a model.
+#[utoipa::path(get, path = "/sessions/{id}/view", tag = "compaction",
+    params(("id" = Uuid, Path, description = "The session id"), ViewParams),
+    responses(
+        (status = 200, description = "The view and its record (`persisted` is false)", body = CompactResponse,
+            example = json!({"view": {"messages": [{"role": "user", "content": "Fix the failing test."}]},
+                "record": {"id": "01936f50-1c2d-7e3f-8a9b-0c1d2e3f4a5b", "tier": "none", "acted": false},
+                "persisted": false})),
+        (status = 400, description = "An unknown parameter or format", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")
+    ))]
+async fn get_view(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    Query(params): Query<ViewParams>,
+) -> Result<Response, ApiError> {
+    let format = params.format.unwrap_or_default();
+    let request = CompactRequest {
+        format,
+        mode: Mode::DryRun,
+        overflow_retry: 0,
+        tools_tokens: 0,
+        summary_deadline: state.limits.request_timeout * 2 / 3,
+        condensation: None,
+    };
+    let answer = compaction::compact_session(
+        state.store.clone(),
+        None,
         &state.view_cache,
         id,
         request,

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::error::{ApiError, Problem};
 use super::extract;
 use super::AppState;
-use crate::domain::compaction::{Anchors, ItemState, Tier};
+use crate::domain::compaction::{Anchors, ItemState, Reason, Tier};
 use crate::domain::condensation::Condensation;
 use crate::domain::episodes::{Episode, Episodes};
 use crate::engine::report::{self, ContextItem, ContextTotals, PageQuery};
@@ -68,6 +68,8 @@ pub struct ContextResponse {
 struct ContextParams {
     /// Only items in this state: pinned, active, retained or archived.
     state: Option<ItemState>,
+    /// Only items with this reason (`summarized`, `offloaded_large_tool_result`, …).
+    reason: Option<Reason>,
     /// Only items with seq ≥ this.
     from_seq: Option<i64>,
     /// Only items with seq ≤ this.
@@ -133,6 +135,7 @@ async fn context(
         .await?;
     let query = PageQuery {
         state: params.state,
+        reason: params.reason,
         from_seq: params.from_seq,
         to_seq: params.to_seq,
         after_seq: params.after_seq,

@@ -12,7 +12,9 @@ mod extract;
 mod health;
 mod observations;
 mod sessions;
+mod stream;
 mod turn;
+mod ui;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -146,6 +148,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(observations::router())
         .merge(health::router())
         .merge(admin::router())
+        .merge(stream::router())
 }
 
 /// The OpenAPI document, generated from the handlers.
@@ -301,6 +304,7 @@ pub fn app(state: AppState) -> Router {
     let limits = state.limits.clone();
     router
         .merge(SwaggerUi::new("/docs").url("/openapi.json", api))
+        .merge(ui::router())
         .fallback(|| async { error::ApiError::NotFound("no such route".into()) })
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -73,8 +73,15 @@ struct SessionListParams {
     /// Sessions per page, 1 to 1000 (default 50).
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
-    /// The `next_cursor` of the previous page.
-    cursor: Option<Uuid>,
+    /// The `next_cursor` of the previous page (with the same `sort`).
+    #[param(
+        pattern = "^(-?[0-9]{1,16}\\.)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    )]
+    cursor: Option<String>,
+    /// `created` (the newest session first, the default) or `activity` (the most recently
+    /// appended to first).
+    #[param(pattern = "^(created|activity)$")]
+    sort: Option<String>,
     /// Labels the sessions must all carry, each as `key=value` (split at the first `=`):
     /// `label=team=search&label=agent=coder`. `metadata[team]=search` and
     /// `metadata.team=search` are accepted too.
@@ -161,17 +168,26 @@ async fn list_sessions(
         limit: DEFAULT_PAGE,
         ..SessionFilter::default()
     };
+    let mut cursor = None;
+    let mut by_activity = false;
     for (name, value) in params {
         match name.as_str() {
+            "sort" => {
+                by_activity = match value.as_str() {
+                    "created" => false,
+                    "activity" => true,
+                    other => {
+                        return Err(ApiError::BadRequest(format!(
+                            "sort `{other}` is not `created` or `activity`"
+                        )))
+                    }
+                }
+            }
             "limit" => {
                 filter.limit =
                     extract::page_limit(Some(value.parse().unwrap_or(0)), DEFAULT_PAGE, MAX_PAGE)?;
             }
-            "cursor" => {
-                filter.before = Some(Uuid::parse_str(&value).map_err(|_| {
-                    ApiError::BadRequest("cursor is not a next_cursor this API returned".into())
-                })?);
-            }
+            "cursor" => cursor = Some(value),
             "label" => match value.split_once('=') {
                 Some((key, label)) if !key.is_empty() => {
                     filter.labels.insert(key.to_owned(), label.to_owned());
@@ -188,11 +204,33 @@ async fn list_sessions(
                 }
                 None => {
                     return Err(ApiError::BadRequest(format!(
-                        "unknown query parameter `{name}`: use limit, cursor or label=<key>=<value>"
+                        "unknown query parameter `{name}`: use limit, cursor, sort or label=<key>=<value>"
                     )))
                 }
             },
         }
+    }
+    // A cursor is the previous page's last id, after its last activity's microseconds when
+    // sorted by activity (`<micros>.<id>`).
+    let bad_cursor =
+        || ApiError::BadRequest("cursor is not a next_cursor this API returned".into());
+    let mut after_activity = None;
+    if let Some(cursor) = cursor {
+        let (micros, id) = match cursor.split_once('.') {
+            Some((micros, id)) => (Some(micros), id),
+            None => (None, cursor.as_str()),
+        };
+        filter.before = Some(Uuid::parse_str(id).map_err(|_| bad_cursor())?);
+        if let Some(micros) = micros {
+            let micros: i64 = micros.parse().map_err(|_| bad_cursor())?;
+            after_activity =
+                Some(chrono::DateTime::from_timestamp_micros(micros).ok_or_else(bad_cursor)?);
+        }
+    }
+    if by_activity {
+        // Without a time, from later than any session's last activity.
+        filter.by_activity =
+            Some(after_activity.unwrap_or_else(|| chrono::Utc::now() + chrono::Days::new(36_500)));
     }
     let errors: Vec<FieldError> = validate_labels(&filter.labels);
     if !errors.is_empty() {
@@ -203,7 +241,10 @@ async fn list_sessions(
     let mut sessions = state.store.list_sessions(&filter).await?;
     let next_cursor = if sessions.len() > page {
         sessions.truncate(page);
-        sessions.last().map(|s| s.id.to_string())
+        sessions.last().map(|s| match by_activity {
+            true => format!("{}.{}", s.updated_at.timestamp_micros(), s.id),
+            false => s.id.to_string(),
+        })
     } else {
         None
     };

@@ -73,8 +73,11 @@ pub struct SessionFilter {
     /// Only this tenant's sessions.
     pub tenant: String,
     pub labels: Labels,
-    /// Only sessions older than this one (the previous page's last id).
+    /// Only sessions after this one in the order (the previous page's last id, and its last
+    /// activity when ordered by activity).
     pub before: Option<Uuid>,
+    /// Order by last activity (the newest append first) rather than by creation.
+    pub by_activity: Option<DateTime<Utc>>,
     pub limit: u32,
 }
 
@@ -84,6 +87,7 @@ impl Default for SessionFilter {
             tenant: crate::auth::DEFAULT_TENANT.to_owned(),
             labels: Labels::default(),
             before: None,
+            by_activity: None,
             limit: 50,
         }
     }

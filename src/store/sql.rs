@@ -131,10 +131,19 @@ where
         } else {
             format!(" AND {open}$4{close}")
         };
-        // Every id is below the largest UUID, so no cursor and the largest read the same.
+        // Every id is below the largest UUID, so no cursor and the largest read the same; by
+        // activity, the cursor is the previous page's last (updated_at, id).
+        let at = if filter.labels.is_empty() { 4 } else { 5 };
+        let (after, order) = match filter.by_activity {
+            Some(_) => (
+                format!(" AND (updated_at < ${at} OR (updated_at = ${at} AND session_id < $1))"),
+                "updated_at DESC, session_id DESC",
+            ),
+            None => (" AND session_id < $1".to_owned(), "session_id DESC"),
+        };
         let sql = format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = $3 AND session_id < $1{labels} \
-             ORDER BY session_id DESC LIMIT $2"
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = $3{after}{labels} \
+             ORDER BY {order} LIMIT $2"
         );
         let mut query = sqlx::query_as(&sql)
             .bind(DbUuid(filter.before.unwrap_or(Uuid::max())))
@@ -142,6 +151,9 @@ where
             .bind(filter.tenant.clone());
         if !filter.labels.is_empty() {
             query = query.bind(json(&filter.labels)?);
+        }
+        if let Some(updated) = filter.by_activity {
+            query = query.bind(updated);
         }
         let rows: Vec<SessionRow> = query.fetch_all(db).await?;
         Ok(rows.into_iter().map(Session::from).collect())

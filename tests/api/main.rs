@@ -3,10 +3,12 @@
 
 mod support;
 
+mod browser;
 mod client;
 mod compaction;
 mod concurrency;
 mod condense;
+mod dashboard;
 mod deploy;
 mod episodes;
 mod errors;

@@ -402,6 +402,30 @@ on_both_backends! {
             }
         }
 
+        // The view an operator reads, in two formats.
+        for format in ["openai", "anthropic"] {
+            let path = format!("{s}/view?format={format}");
+            let r = call(&app, spec, "get", "/sessions/{id}/view", &path, None).await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+            assert_eq!(r.body["persisted"], false);
+        }
+        let r = call(&app, spec, "get", "/sessions/{id}/view", &format!("{s}/view?format=xml"), None).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+
+        // The event stream: its first event, as text.
+        let mut stream = app.client.get(app.url(&format!("{s}/events/stream?after=0"))).send().await.unwrap();
+        let (status, headers) = (stream.status(), stream.headers().clone());
+        let mut text = String::new();
+        while !text.contains("\n\n") {
+            let chunk = tokio::time::timeout(std::time::Duration::from_secs(10), stream.chunk())
+                .await.expect("the stream sends its first event").unwrap().unwrap();
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        assert!(text.starts_with("event: append"), "{text}");
+        spec.check("get", "/sessions/{id}/events/stream", &Reply { status, headers, body: Value::String(text) });
+        let r = call(&app, spec, "get", "/sessions/{id}/events/stream", &format!("/sessions/{ghost}/events/stream"), None).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+
         // The end of a session.
         let r = call(&app, spec, "delete", "/sessions/{id}", &s, None).await;
         assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);

@@ -239,3 +239,42 @@ on_both_backends! {
         assert_eq!(ctxd::retention::sweep(app.store.as_ref(), idle, 100).await.unwrap(), 0);
     }
 }
+
+on_both_backends! {
+    async fn sessions_list_by_last_activity_page_by_page(app) {
+        let mut ids = Vec::new();
+        for _ in 0..4 {
+            ids.push(app.create_session(json!({"metadata": {"team": "x"}})).await);
+        }
+        // Appended to in this order: the second, then the first; the others never.
+        for id in [&ids[1], &ids[0]] {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            let reply = app.append(id, json!([{"type": "note", "content": "progress"}])).await;
+            assert_eq!(reply.status, StatusCode::CREATED);
+        }
+        let expected = [&ids[0], &ids[1], &ids[3], &ids[2]];
+        for labels in ["", "&label=team=x"] {
+            let mut seen = Vec::new();
+            let mut cursor = String::new();
+            loop {
+                let page = app.get(&format!("/sessions?sort=activity&limit=1{labels}{cursor}")).await;
+                assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+                for s in page.body["sessions"].as_array().unwrap() {
+                    seen.push(s["id"].as_str().unwrap().to_owned());
+                }
+                match page.body["next_cursor"].as_str() {
+                    Some(next) => cursor = format!("&cursor={next}"),
+                    None => break,
+                }
+            }
+            assert_eq!(seen.iter().collect::<Vec<_>>(), expected, "{labels}");
+        }
+        // Created order stays the default.
+        let page = app.get("/sessions?limit=10").await;
+        let created: Vec<&str> = page.body["sessions"].as_array().unwrap().iter()
+            .map(|s| s["id"].as_str().unwrap()).collect();
+        assert_eq!(created, [&ids[3], &ids[2], &ids[1], &ids[0]].map(|s| s.as_str()));
+        let bad = app.get("/sessions?sort=size").await;
+        assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    }
+}

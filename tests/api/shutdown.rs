@@ -470,3 +470,83 @@ async fn three_replicas_on_one_postgres_agree() {
         assert!(context["totals"].is_object(), "{context}");
     }
 }
+
+/// With an OTLP endpoint configured, every request's span reaches the collector (a loopback
+/// server standing in for one): OTLP/HTTP protobuf at `/v1/traces`, naming the service, the
+/// route and the request id.
+#[tokio::test]
+async fn request_spans_are_exported_over_otlp() {
+    use axum::body::Bytes;
+    let received: std::sync::Arc<std::sync::Mutex<Vec<(String, Bytes)>>> = Default::default();
+    let collector = {
+        let received = received.clone();
+        axum::Router::new().route(
+            "/v1/traces",
+            axum::routing::post(move |headers: axum::http::HeaderMap, body: Bytes| {
+                let received = received.clone();
+                async move {
+                    let kind = headers
+                        .get("content-type")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned();
+                    received.lock().unwrap().push((kind, body));
+                    axum::http::StatusCode::OK
+                }
+            }),
+        )
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, collector).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxd"))
+        .args(["serve", "--listen", &addr])
+        .current_dir(dir.path())
+        .env_remove("CTXD_DATABASE_URL")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start ctxd");
+    let client = reqwest::Client::new();
+    let mut sent = false;
+    for _ in 0..200 {
+        let reply = client
+            .post(format!("http://{addr}/sessions"))
+            .header("x-request-id", "otlp-req-7")
+            .json(&json!({}))
+            .send()
+            .await;
+        if reply.is_ok_and(|r| r.status().is_success()) {
+            sent = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(sent, "ctxd did not start");
+    let contains = |body: &[u8], text: &str| body.windows(text.len()).any(|w| w == text.as_bytes());
+    let mut found = None;
+    for _ in 0..100 {
+        found = received
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(_, body)| contains(body, "otlp-req-7"))
+            .cloned();
+        if found.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (kind, body) = found.expect("the request's span reached the collector within 10 s");
+    assert_eq!(kind, "application/x-protobuf");
+    for text in ["ctxd", "service.name", "/sessions", "POST", "request"] {
+        assert!(contains(&body, text), "the exported span names {text}");
+    }
+    child.kill().await.unwrap();
+}

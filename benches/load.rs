@@ -9,6 +9,8 @@
 //!
 //! CTXD_BENCH_BACKENDS (sqlite,postgres), CTXD_LOAD_STEP_SECS (15), CTXD_LOAD_SESSIONS (50),
 //! CTXD_LOAD_AGENTS (4,8,12,16,24,32,48,64), CTXD_LOAD_SOAK_SECS, CTXD_LOAD_SOAK_AGENTS (8).
+//! With CTXD_LOAD_DASHBOARD_EVENTS=N it instead builds one session of N events and times each
+//! read the dashboard's pages make on it.
 
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -252,6 +254,92 @@ async fn run_step(
     }
 }
 
+/// The dashboard's reads on one long session: a session of `events` events (compacted as it
+/// grew), then each request the session page and the session list make, timed.
+async fn dashboard_reads(server: &Server, events: usize) {
+    let client = reqwest::Client::new();
+    let base = &server.base;
+    let created: Value = client
+        .post(format!("{base}/sessions"))
+        .json(&json!({"config": {"context_window": 128000}, "metadata": {"team": "load"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+    let mut gen = Gen::new(7);
+    let started = Instant::now();
+    for batch in 0..events / 100 {
+        let mut list = Vec::new();
+        for turn in 0..25 {
+            let call = format!("b{batch}t{turn}");
+            let result = "let x = compute(y);\n".repeat(gen.between(1, 20));
+            list.extend([
+                json!({"type": "message", "role": "user", "content": format!("Step {call}.")}),
+                json!({"type": "message", "role": "assistant", "content": "",
+                    "tool_calls": [{"id": call, "name": "read", "arguments": {"path": "a.rs"}}]}),
+                json!({"type": "message", "role": "tool", "tool_call_id": call, "content": result}),
+                json!({"type": "message", "role": "assistant", "content": "Done."}),
+            ]);
+        }
+        let reply = client
+            .post(format!("{base}/sessions/{id}/events"))
+            .json(&json!({"events": list}))
+            .send()
+            .await
+            .unwrap();
+        assert!(reply.status().is_success());
+        if batch % 10 == 9 {
+            let _ = client
+                .post(format!("{base}/sessions/{id}/compact"))
+                .json(&json!({}))
+                .send()
+                .await
+                .unwrap()
+                .bytes()
+                .await;
+        }
+    }
+    println!(
+        "\ndashboard reads on a session of {events} events (built in {:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
+    println!("| request | median ms | max ms | bytes |\n|---|---:|---:|---:|");
+    let reads = [
+        "/sessions?limit=50&sort=activity".to_owned(),
+        format!("/sessions/{id}"),
+        format!("/sessions/{id}/context?limit=1"),
+        format!("/sessions/{id}/compactions?limit=1"),
+        format!("/sessions/{id}/context?limit=100"),
+        format!("/sessions/{id}/context?limit=100&state=archived"),
+        format!("/sessions/{id}/context?limit=100&reason=recent_tail"),
+        format!("/sessions/{id}/compactions?limit=200"),
+        format!("/sessions/{id}/view?format=openai"),
+        format!("/sessions/{id}/view?format=anthropic"),
+        format!("/sessions/{id}/observations/3?limit=20000"),
+    ];
+    for path in reads {
+        let mut times = Vec::new();
+        let mut bytes = 0;
+        for _ in 0..11 {
+            let t = Instant::now();
+            let reply = client.get(format!("{base}{path}")).send().await.unwrap();
+            assert!(reply.status().is_success(), "{path}: {}", reply.status());
+            bytes = reply.bytes().await.unwrap().len();
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "| `GET {}` | {:.1} | {:.1} | {bytes} |",
+            path.replace(&id, "{id}"),
+            times[5],
+            times[10]
+        );
+    }
+}
+
 async fn sessions_on(server: &Server, count: usize) -> Arc<Vec<String>> {
     let client = reqwest::Client::new();
     let mut sessions = Vec::new();
@@ -295,6 +383,12 @@ async fn main() {
             other => panic!("unknown backend {other}"),
         };
         let server = Server::start(database).await;
+        let dashboard: usize = env_or("CTXD_LOAD_DASHBOARD_EVENTS", 0);
+        if dashboard > 0 {
+            println!("\n{backend}:");
+            dashboard_reads(&server, dashboard).await;
+            continue;
+        }
         let sessions = sessions_on(&server, session_count).await;
         if soak_secs > 0 {
             let agents: usize = env_or("CTXD_LOAD_SOAK_AGENTS", 8);

@@ -225,6 +225,16 @@ impl<'s> Page<'s> {
             more: false,
             next: None,
         };
+        // Items with a reason only items in the view have are all among the view's too.
+        let in_view_only = query.state.is_none() && query.reason.is_some_and(never_archived);
+        if in_view_only {
+            page.add(
+                view.iter()
+                    .filter(|i| i.seq > after && i.seq <= to)
+                    .cloned(),
+            );
+            return page;
+        }
         match query.state {
             // Archived items are at or before the checkpoint, unless the episodic policy
             // archived some after it (shown as references): those are read from the store too.
@@ -329,6 +339,18 @@ impl<'s> Page<'s> {
             .collect();
         (items, next)
     }
+}
+
+/// Whether an item with this reason is always in the view (kept or active): never archived.
+fn never_archived(reason: Reason) -> bool {
+    matches!(
+        reason,
+        Reason::SystemPrompt
+            | Reason::Pinned
+            | Reason::PinnedUserMessage
+            | Reason::RecentTail
+            | Reason::WithinBudget
+    )
 }
 
 /// The serde name of a unit enum value.
@@ -511,5 +533,40 @@ mod tests {
         });
         assert_eq!(items.iter().map(|i| i.seq).collect::<Vec<_>>(), [9_995]);
         assert_eq!(read, 0);
+    }
+
+    #[test]
+    fn a_reason_filter_reads_the_history_only_for_reasons_archived_items_have() {
+        let query = PageQuery {
+            limit: 5,
+            ..PageQuery::default()
+        };
+        // Kept and active reasons are the view's: nothing more is read.
+        let (items, next, read) = page_of(PageQuery {
+            reason: Some(Reason::SystemPrompt),
+            ..query
+        });
+        assert_eq!(items.iter().map(|i| i.seq).collect::<Vec<_>>(), [1]);
+        assert_eq!((next, read), (None, 0));
+        let (items, _, read) = page_of(PageQuery {
+            reason: Some(Reason::WithinBudget),
+            ..query
+        });
+        assert!(items
+            .iter()
+            .all(|i| i.standing.reason == Reason::WithinBudget));
+        assert_eq!(items.len(), 5);
+        assert_eq!(read, 0);
+        // Summarised items are read from the history, a page at a time.
+        let (items, next, read) = page_of(PageQuery {
+            reason: Some(Reason::Summarized),
+            ..query
+        });
+        assert_eq!(
+            items.iter().map(|i| i.seq).collect::<Vec<_>>(),
+            [2, 3, 4, 5, 6]
+        );
+        assert_eq!(next, Some(6));
+        assert!(read > 0);
     }
 }

@@ -119,10 +119,20 @@ async fn compact(
         summary_deadline: state.limits.request_timeout * 2 / 3,
         condensation: None,
     };
-    let format = body.format;
+    compact_answer(&state, state.summarizer.clone(), id, request).await
+}
+
+/// Runs a compaction of session `id` and answers its view and record, serialised in one pass.
+async fn compact_answer(
+    state: &AppState,
+    summarizer: Option<std::sync::Arc<dyn crate::summarize::Summarizer>>,
+    id: Uuid,
+    request: CompactRequest,
+) -> Result<Response, ApiError> {
+    let format = request.format;
     let answer = compaction::compact_session(
         state.store.clone(),
-        state.summarizer.clone(),
+        summarizer,
         &state.view_cache,
         id,
         request,
@@ -173,18 +183,8 @@ async fn get_view(
         summary_deadline: state.limits.request_timeout * 2 / 3,
         condensation: None,
     };
-    let answer = compaction::compact_session(
-        state.store.clone(),
-        None,
-        &state.view_cache,
-        id,
-        request,
-        move |presented| answer(format, presented),
-    )
-    .await
-    .map_err(|e| compact_error(e, id))?
-    .map_err(|e| ApiError::Internal(format!("writing the answer: {e}")))?;
-    Ok(([(header::CONTENT_TYPE, "application/json")], answer).into_response())
+    // Reading never calls a model.
+    compact_answer(&state, None, id, request).await
 }
 
 /// Take the agent's own condensation at a milestone.

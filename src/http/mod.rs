@@ -164,13 +164,28 @@ fn document(api: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     api
 }
 
+/// A documented problem answer.
+fn problem(description: &str) -> utoipa::openapi::RefOr<utoipa::openapi::Response> {
+    use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+    RefOr::T(
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                "application/problem+json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("Problem")))
+                    .build(),
+            )
+            .build(),
+    )
+}
+
 /// Declares the bearer keys: every operation but health, metrics and the document itself takes
 /// one once any key exists, and may answer 401, 403 and 429.
 fn with_security(api: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::security::{
         HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
     };
-    use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
     let scheme = SecurityScheme::Http(
         HttpBuilder::new()
             .scheme(HttpAuthScheme::Bearer)
@@ -185,19 +200,6 @@ fn with_security(api: &mut utoipa::openapi::OpenApi) {
     api.components
         .get_or_insert_with(Default::default)
         .add_security_scheme("bearer", scheme);
-    let problem = |description: &str| {
-        RefOr::T(
-            ResponseBuilder::new()
-                .description(description)
-                .content(
-                    "application/problem+json",
-                    ContentBuilder::new()
-                        .schema(Some(Ref::from_schema_name("Problem")))
-                        .build(),
-                )
-                .build(),
-        )
-    };
     for (path, item) in api.paths.paths.iter_mut() {
         let public = !(path.starts_with("/sessions") || path.starts_with("/admin"));
         let operations = [
@@ -234,20 +236,6 @@ fn with_security(api: &mut utoipa::openapi::OpenApi) {
 /// does not: 503 when a request outlives the server's timeout, and 413 when a body is larger
 /// than the limit.
 fn with_middleware_answers(mut api: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
-    use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
-    let problem = |description: &str| {
-        RefOr::T(
-            ResponseBuilder::new()
-                .description(description)
-                .content(
-                    "application/problem+json",
-                    ContentBuilder::new()
-                        .schema(Some(Ref::from_schema_name("Problem")))
-                        .build(),
-                )
-                .build(),
-        )
-    };
     for item in api.paths.paths.values_mut() {
         let operations = [
             &mut item.get,

@@ -10,7 +10,7 @@
 //! CTXD_BENCH_BACKENDS (sqlite,postgres), CTXD_LOAD_STEP_SECS (15), CTXD_LOAD_SESSIONS (50),
 //! CTXD_LOAD_AGENTS (4,8,12,16,24,32,48,64), CTXD_LOAD_SOAK_SECS, CTXD_LOAD_SOAK_AGENTS (8).
 //! With CTXD_LOAD_DASHBOARD_EVENTS=N it instead builds one session of N events and times each
-//! read the dashboard's pages make on it.
+//! read the dashboard's pages make on it (after CTXD_LOAD_DASHBOARD_PAUSE_SECS, default 0).
 
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -306,6 +306,10 @@ async fn dashboard_reads(server: &Server, events: usize) {
         "\ndashboard reads on a session of {events} events (built in {:.0} s)",
         started.elapsed().as_secs_f64()
     );
+    // CTXD_LOAD_DASHBOARD_PAUSE_SECS: time for the database to take in the new rows (PostgreSQL's
+    // autovacuum analyses a freshly loaded table within a minute) before the reads are timed.
+    let pause: u64 = env_or("CTXD_LOAD_DASHBOARD_PAUSE_SECS", 0);
+    tokio::time::sleep(Duration::from_secs(pause)).await;
     println!("| request | median ms | max ms | bytes |\n|---|---:|---:|---:|");
     let reads = [
         "/sessions?limit=50&sort=activity".to_owned(),

@@ -383,6 +383,7 @@ async fn shutdown_signal() {
         _ = terminate => {},
     }
     tracing::info!("shutting down: finishing in-flight requests");
+    ctxd::http::stream::close_all();
 }
 
 fn print_openapi() -> Result<(), String> {

@@ -12,7 +12,7 @@ mod extract;
 mod health;
 mod observations;
 mod sessions;
-mod stream;
+pub mod stream;
 mod turn;
 mod ui;
 

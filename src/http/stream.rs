@@ -21,6 +21,15 @@ use super::AppState;
 use crate::domain::compaction::{CompactionRecord, Tier, Trigger};
 use crate::domain::event::{EventType, Role};
 
+/// Set when the process stops: open streams end at their next poll, so that they do not hold
+/// the graceful shutdown (which waits for every response to finish) for minutes.
+static CLOSING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Ends every open stream of this process (at shutdown).
+pub fn close_all() {
+    CLOSING.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// How often a stream looks for news.
 const POLL: Duration = Duration::from_millis(500);
 /// How long one stream lasts before the client reconnects.
@@ -191,7 +200,8 @@ impl Follow {
             if let Some(event) = self.pending.pop_front() {
                 return Some(event);
             }
-            if self.done || self.started.elapsed() >= LIFETIME {
+            let closing = CLOSING.load(std::sync::atomic::Ordering::Relaxed);
+            if self.done || closing || self.started.elapsed() >= LIFETIME {
                 return None;
             }
             match self.poll().await {

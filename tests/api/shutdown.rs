@@ -95,6 +95,14 @@ async fn serves_on_the_embedded_default_and_drains_on_sigterm() {
         )
         .await
         .unwrap();
+    // A dashboard following the session: its stream must not hold the shutdown.
+    let mut follower = TcpStream::connect(&server.addr).await.unwrap();
+    follower
+        .write_all(
+            format!("GET /sessions/{id}/events/stream HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let pid = server.child.id().to_string();
     assert!(Command::new("kill")
@@ -110,15 +118,22 @@ async fn serves_on_the_embedded_default_and_drains_on_sigterm() {
         response.starts_with("HTTP/1.1 201"),
         "in-flight append answered: {response}"
     );
+    let mut followed = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), follower.read_to_end(&mut followed))
+        .await
+        .expect("the event stream ends at shutdown")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&followed).starts_with("HTTP/1.1 200"));
 
-    let status = tokio::task::spawn_blocking(move || {
-        let status = server.child.wait();
-        (status, server)
-    })
-    .await
-    .unwrap()
-    .0
-    .unwrap();
+    let mut status = None;
+    for _ in 0..150 {
+        status = server.child.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status = status.expect("ctxd exits within 15 s of SIGTERM");
     assert!(
         status.success(),
         "ctxd exits cleanly after draining: {status:?}"

@@ -218,41 +218,36 @@ impl Follow {
     /// Queues what happened since the cursor; whether anything did.
     async fn poll(&mut self) -> Result<bool, crate::store::StoreError> {
         let store = self.state.store.clone();
-        let Some((session, stored)) = store.load_session_state(self.session).await? else {
+        let Some(session) = store.get_session(self.session).await? else {
             self.done = true;
             return Ok(false);
         };
-        let mut news = false;
-        if session.head_seq > self.cursor.seq {
-            let items = store
+        let items = if session.head_seq > self.cursor.seq {
+            store
                 .item_rows(self.session, self.cursor.seq, session.head_seq, BATCH)
-                .await?;
-            for item in items {
-                self.cursor.seq = item.seq;
-                let data = Appended {
-                    seq: item.seq,
-                    id: item.id,
-                    event_type: item.event_type,
-                    role: item.role,
-                    pinned: item.pinned,
-                    tokens: item.tokens,
-                };
-                self.queue("append", &data);
-                news = true;
-            }
+                .await?
+        } else {
+            Vec::new()
+        };
+        let records = store
+            .compactions_after(self.session, self.cursor.compaction, BATCH)
+            .await?;
+        let news = !items.is_empty() || !records.is_empty();
+        for item in items {
+            self.cursor.seq = item.seq;
+            let data = Appended {
+                seq: item.seq,
+                id: item.id,
+                event_type: item.event_type,
+                role: item.role,
+                pinned: item.pinned,
+                tokens: item.tokens,
+            };
+            self.queue("append", &data);
         }
-        let newest = stored.state.last_compaction_id;
-        if newest.is_some() && newest != self.cursor.compaction {
-            let mut records = store.list_compactions(self.session, None, 200).await?;
-            // Newest first: send the ones after the cursor, oldest first.
-            records.retain(|r| self.cursor.compaction.is_none_or(|c| r.id > c));
-            records.reverse();
-            for record in &records {
-                self.cursor.compaction = Some(record.id);
-                self.queue("compaction", &Compacted::from(record));
-                news = true;
-            }
-            self.cursor.compaction = newest.max(self.cursor.compaction);
+        for record in &records {
+            self.cursor.compaction = Some(record.id);
+            self.queue("compaction", &Compacted::from(record));
         }
         Ok(news)
     }

@@ -213,6 +213,13 @@ pub trait Store: Send + Sync + 'static {
         before: Option<Uuid>,
         limit: u32,
     ) -> Result<Vec<CompactionRecord>, StoreError>;
+    /// The records after `after` (all when None), oldest first, at most `limit`.
+    async fn compactions_after(
+        &self,
+        session_id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Vec<CompactionRecord>, StoreError>;
     async fn get_compaction(
         &self,
         session_id: Uuid,

@@ -462,6 +462,15 @@ impl Store for PostgresStore {
         Q::list_compactions(&self.pool, session_id, before, limit).await
     }
 
+    async fn compactions_after(
+        &self,
+        session_id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Vec<CompactionRecord>, StoreError> {
+        Q::compactions_after(&self.pool, session_id, after, limit).await
+    }
+
     async fn get_compaction(
         &self,
         session_id: Uuid,

@@ -169,6 +169,25 @@ shared_queries! {
         Ok(rows.into_iter().map(CompactionRecord::from).collect())
     }
 
+    /// The records after `after` (all when None), oldest first, at most `limit`.
+    pub async fn compactions_after<'e>(
+        db: impl Executor<'e, Database = DB>,
+        session_id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Vec<CompactionRecord>, StoreError> {
+        let rows: Vec<RecordRow> = sqlx::query_as(
+            "SELECT record FROM compactions WHERE session_id = $1 AND compaction_id > $2 \
+             ORDER BY compaction_id LIMIT $3",
+        )
+        .bind(DbUuid(session_id))
+        .bind(DbUuid(after.unwrap_or(Uuid::nil())))
+        .bind(i64::from(limit))
+        .fetch_all(db)
+        .await?;
+        Ok(rows.into_iter().map(CompactionRecord::from).collect())
+    }
+
     pub async fn get_compaction<'e>(
         db: impl Executor<'e, Database = DB>,
         session_id: Uuid,

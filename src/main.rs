@@ -254,7 +254,12 @@ async fn tenants(command: TenantsCommand) -> Result<(), String> {
                 return Err(error.to_string());
             }
             let store = open_store(&database).await?;
-            if store.create_tenant(&id).await.map_err(|e| e.to_string())? {
+            if store
+                .create_tenant(&id)
+                .await
+                .map_err(|e| e.to_string())?
+                .is_some()
+            {
                 eprintln!("created tenant `{id}`");
                 Ok(())
             } else {

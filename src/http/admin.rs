@@ -54,20 +54,15 @@ async fn create_tenant(
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
-    if !state.store.create_tenant(&new.id).await? {
-        return Err(ApiError::Conflict {
+    let tenant = state
+        .store
+        .create_tenant(&new.id)
+        .await?
+        .ok_or_else(|| ApiError::Conflict {
             detail: format!("tenant `{}` exists", new.id),
             head_seq: None,
             seq: None,
-        });
-    }
-    let tenant = state
-        .store
-        .list_tenants()
-        .await?
-        .into_iter()
-        .find(|t| t.id == new.id)
-        .ok_or_else(|| ApiError::Internal(format!("tenant {} vanished", new.id)))?;
+        })?;
     Ok((StatusCode::CREATED, Json(tenant)))
 }
 

@@ -118,8 +118,8 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> Result<u64, StoreError>;
 
-    /// Creates a tenant; false when it exists already.
-    async fn create_tenant(&self, tenant: &str) -> Result<bool, StoreError>;
+    /// Creates a tenant; None when it exists already.
+    async fn create_tenant(&self, tenant: &str) -> Result<Option<Tenant>, StoreError>;
     async fn list_tenants(&self) -> Result<Vec<Tenant>, StoreError>;
     /// Stores a new key (its tenant must exist).
     async fn create_key(&self, key: &StoredKey) -> Result<(), StoreError>;

@@ -137,7 +137,7 @@ impl Store for PostgresStore {
         Q::create_session(&self.pool, new, tenant).await
     }
 
-    async fn create_tenant(&self, tenant: &str) -> Result<bool, StoreError> {
+    async fn create_tenant(&self, tenant: &str) -> Result<Option<Tenant>, StoreError> {
         Q::create_tenant(&self.pool, tenant).await
     }
 

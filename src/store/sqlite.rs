@@ -120,7 +120,7 @@ impl Store for SqliteStore {
         Q::create_session(&self.writer, new, tenant).await
     }
 
-    async fn create_tenant(&self, tenant: &str) -> Result<bool, StoreError> {
+    async fn create_tenant(&self, tenant: &str) -> Result<Option<Tenant>, StoreError> {
         Q::create_tenant(&self.writer, tenant).await
     }
 

@@ -147,6 +147,11 @@ impl Drop for OwnPostgres {
     }
 }
 
+/// The JSON answer to a request that must be answered.
+async fn answer(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
+}
+
 /// What the agents saw.
 #[derive(Default)]
 struct Seen {
@@ -210,18 +215,11 @@ async fn a_postgres_restart_under_load_loses_nothing_acknowledged() {
 
     let mut sessions = Vec::new();
     for _ in 0..3 {
-        let created: Value = client
-            .post(format!("{base}/sessions"))
-            .json(
-                &json!({"config": {"context_window": 3000, "max_output_tokens": 300,
+        let created: Value = answer(client.post(format!("{base}/sessions")).json(
+            &json!({"config": {"context_window": 3000, "max_output_tokens": 300,
                 "tokenizer": "chars4"}}),
-            )
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        ))
+        .await;
         sessions.push(created["id"].as_str().unwrap().to_owned());
     }
 
@@ -336,14 +334,8 @@ async fn a_postgres_restart_under_load_loses_nothing_acknowledged() {
     let acked = seen.acked.lock().unwrap().clone();
     let records = seen.records.lock().unwrap().clone();
     for session in &sessions {
-        let events: Value = client
-            .get(format!("{base}/sessions/{session}/events?limit=1000"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let events: Value =
+            answer(client.get(format!("{base}/sessions/{session}/events?limit=1000"))).await;
         let events = events["events"].as_array().unwrap();
         let seqs: Vec<i64> = events.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
         assert_eq!(
@@ -371,16 +363,10 @@ async fn a_postgres_restart_under_load_loses_nothing_acknowledged() {
         let mut listed = Vec::new();
         let mut cursor = String::new();
         loop {
-            let page: Value = client
-                .get(format!(
-                    "{base}/sessions/{session}/compactions?limit=200{cursor}"
-                ))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let page: Value = answer(client.get(format!(
+                "{base}/sessions/{session}/compactions?limit=200{cursor}"
+            )))
+            .await;
             for record in page["compactions"].as_array().unwrap() {
                 listed.push(record["id"].as_str().unwrap().to_owned());
             }
@@ -399,15 +385,12 @@ async fn a_postgres_restart_under_load_loses_nothing_acknowledged() {
                 "acknowledged compaction {id} has no record"
             );
         }
-        let reply: Value = client
-            .post(format!("{base}/sessions/{session}/compact"))
-            .json(&json!({"format": "openai"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let reply: Value = answer(
+            client
+                .post(format!("{base}/sessions/{session}/compact"))
+                .json(&json!({"format": "openai"})),
+        )
+        .await;
         assert!(
             reply["record"]["tokens_after"].as_i64().unwrap() <= 3000,
             "{reply}"

@@ -10,21 +10,25 @@ use crate::store::{now, StoreError};
 use super::KEY_COLUMNS;
 
 shared_queries! {
-    /// Creates a tenant; false when it exists already. (Tenants and keys are small reference
+    /// Creates a tenant; None when it exists already. (Tenants and keys are small reference
     /// tables, read across sessions by design.)
     pub async fn create_tenant<'e>(
         db: impl Executor<'e, Database = DB>,
         tenant: &str,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<Tenant>, StoreError> {
+        let created = Tenant {
+            id: tenant.to_owned(),
+            created_at: now(),
+        };
         let done = sqlx::query(
             "INSERT INTO tenants (tenant, created_at) VALUES ($1, $2) \
              ON CONFLICT (tenant) DO NOTHING",
         )
-        .bind(tenant.to_owned())
-        .bind(now())
+        .bind(created.id.clone())
+        .bind(created.created_at)
         .execute(db)
         .await?;
-        Ok(DB::rows_affected(&done) > 0)
+        Ok((DB::rows_affected(&done) > 0).then_some(created))
     }
 
     pub async fn list_tenants<'e>(

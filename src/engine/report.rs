@@ -225,8 +225,20 @@ impl<'s> Page<'s> {
             more: false,
             next: None,
         };
-        // Items with a reason only items in the view have are all among the view's too.
-        let in_view_only = query.state.is_none() && query.reason.is_some_and(never_archived);
+        let in_view_only = match query.state {
+            // Archived items are at or before the checkpoint, unless the episodic policy
+            // archived some after it (shown as references): those are read from the store too.
+            Some(ItemState::Archived) => {
+                if !state.reduced.values().any(|r| r.reason.archives()) {
+                    to = to.min(state.checkpoint_seq);
+                }
+                false
+            }
+            // Every other item is among the view's, and so is every item with a reason only
+            // items in the view have.
+            Some(_) => true,
+            None => query.reason.is_some_and(never_archived),
+        };
         if in_view_only {
             page.add(
                 view.iter()
@@ -234,24 +246,6 @@ impl<'s> Page<'s> {
                     .cloned(),
             );
             return page;
-        }
-        match query.state {
-            // Archived items are at or before the checkpoint, unless the episodic policy
-            // archived some after it (shown as references): those are read from the store too.
-            Some(ItemState::Archived) if !state.reduced.values().any(|r| r.reason.archives()) => {
-                to = to.min(state.checkpoint_seq)
-            }
-            Some(ItemState::Archived) => {}
-            // Every other item is among the view's.
-            Some(_) => {
-                page.add(
-                    view.iter()
-                        .filter(|i| i.seq > after && i.seq <= to)
-                        .cloned(),
-                );
-                return page;
-            }
-            None => {}
         }
         after = after.min(to);
         page.next = (after < to).then_some(PageRead {

@@ -152,6 +152,10 @@ pub struct ReplayArgs {
     /// chunked truncation and observation masking.
     #[arg(long)]
     pub compare: bool,
+    /// Leave the replayed sessions on the server (with `--server`) to inspect their items and
+    /// compaction records; they are deleted after the replay otherwise.
+    #[arg(long, requires = "server")]
+    pub keep_sessions: bool,
     /// Write an SVG chart of utilization and cumulative effective cost per turn to this file.
     #[arg(long)]
     pub chart: Option<std::path::PathBuf>,

@@ -59,6 +59,7 @@ async fn replay(args: ReplayArgs) -> Result<(), String> {
         provider_python: args.provider_python.filter(|p| !p.as_os_str().is_empty()),
         cache_price: args.cache_price,
         compare: args.compare,
+        keep_sessions: args.keep_sessions,
         config: match &args.config {
             Some(text) => read_config(text)?,
             None => serde_json::Map::new(),

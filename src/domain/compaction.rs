@@ -96,6 +96,10 @@ pub enum Reason {
     OffloadedImage,
     /// A completed tool exchange shown by reference (overflow retry).
     MaskedCompletedToolExchange,
+    /// An answered assistant turn in the tail over its cap: its text kept, each long tool-call
+    /// argument (a file written, a patch) shown as an object naming its size and observation
+    /// reference.
+    OffloadedLongArguments,
     /// Folded into the summary.
     Summarized,
     /// Dropped to fit the window in an emergency; folded into the summary deterministically.

@@ -73,6 +73,7 @@ impl<'a> Run<'a> {
             return Step::Go(self);
         }
         self.cap_items();
+        self.retier_after_caps();
         match self.tier {
             Tier::None => Step::Go(self),
             Tier::Warn => {
@@ -108,6 +109,26 @@ impl<'a> Run<'a> {
             self.preserved_tail = self.work.full_seqs();
             self.acted = true;
         }
+    }
+
+    /// Takes the tier from the view after the caps when they acted. A capped result is new
+    /// (earlier ones were capped when they came), so the view still only grows at its end:
+    /// one large result that the cap brings under the thresholds starts no compaction that
+    /// would rewrite the view's middle. A forced compaction and an overflow retry keep the tier
+    /// they started at.
+    fn retier_after_caps(&mut self) {
+        if !self.acted || self.input.mode == Mode::Force || self.input.overflow_retry > 0 {
+            return;
+        }
+        let config = self.input.config;
+        let utilization = config.utilization(
+            self.current_tokens(),
+            self.input.state.calibration_factor(),
+            self.input.tools_tokens,
+        );
+        self.tier = self
+            .tier
+            .min(Tier::for_utilization(utilization, &config.thresholds));
     }
 
     /// The warn tier: every large tool result beyond the tail as a preview, at once.
@@ -248,6 +269,21 @@ pub(super) fn plan<'a>(
             offloaded.push(item);
             tail_tokens -= freed;
             tokens -= freed;
+        }
+    }
+    // Still over: the long arguments of its answered turns (files written, patches) by
+    // reference, oldest first.
+    if tail_tokens > bounds.tail_cap {
+        let answered = candidate.answered_calls();
+        for i in tail..last {
+            if tail_tokens <= bounds.tail_cap {
+                break;
+            }
+            if let Some((item, freed)) = candidate.offload_arguments(i, &answered, id) {
+                offloaded.push(item);
+                tail_tokens -= freed;
+                tokens -= freed;
+            }
         }
     }
     // A cut past pinned items only would fold nothing: the summary stays as it is.

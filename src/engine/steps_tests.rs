@@ -4,8 +4,10 @@
 use serde_json::json;
 
 use super::tests::{config, run, run_with, Log};
+use super::view;
 use crate::domain::compaction::FallbackReason;
 use crate::domain::compaction::{Mode, Projection, Tier};
+use crate::domain::event::Role;
 use crate::domain::state::CompactionState;
 use crate::summarize::SummaryOutcome;
 
@@ -278,4 +280,102 @@ async fn a_fold_over_pinned_items_only_writes_no_summary() {
             .all(|m| m.projection != Projection::Summary),
         "no summary message"
     );
+}
+
+/// One large result arriving in a view under the thresholds is capped where it stands, and
+/// the tier is taken from the view after the cap: nothing before it is rewritten, so the
+/// provider's cache of the earlier view still holds.
+#[tokio::test]
+async fn a_capped_result_under_the_thresholds_only_appends() {
+    let config = config(20_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Read the modules, then the build log.");
+    for i in 0..8 {
+        log.exchange(&format!("c{i}"), 2_000);
+    }
+    let first = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert!(first.record.tier < Tier::Warn, "{:?}", first.record.tier);
+    // About 16,000 tokens: alone past the emergency tier before its cap.
+    log.exchange("log", 64_000);
+    let out = run(&config, &first.state, &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert!(
+        out.record.tier < Tier::Soft,
+        "the cap brings the view under the soft tier: {:?}",
+        out.record.tier
+    );
+    assert_eq!(
+        out.messages[..first.messages.len()],
+        first.messages[..],
+        "the view changed before its end"
+    );
+    assert_eq!(projection_of(&out, log.head()), Some(Projection::Preview));
+    assert!(out.record.evicted_seqs.is_empty() && out.record.summarized_seqs.is_empty());
+}
+
+/// Files the agent wrote make the tail long through their calls' arguments: once answered,
+/// the older ones are shown by reference (the turn's text kept), the newest turn whole, and
+/// the reference recalls the arguments.
+#[tokio::test]
+async fn long_arguments_of_answered_turns_leave_a_tail_over_its_cap() {
+    let config = config(6_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Write the modules.");
+    let mut state = CompactionState::default();
+    let mut by_reference = Vec::new();
+    for i in 0..12 {
+        let body: String = (0..120).map(|l| format!("fn f{i}_{l}() {{}}\n")).collect();
+        let seq = log.push(json!({"type": "message", "role": "assistant",
+            "content": format!("Writing module {i}."),
+            "tool_calls": [{"id": format!("w{i}"), "name": "write",
+                "arguments": {"path": format!("src/m{i}.rs"), "content": body}}]}));
+        log.push(
+            json!({"type": "message", "role": "tool", "tool_call_id": format!("w{i}"),
+            "name": "write", "content": "ok"}),
+        );
+        let out = run(&config, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+        assert_eq!(projection_of(&out, seq), Some(Projection::Full), "turn {i}");
+        let offloaded: Vec<i64> = out.record.offloaded.iter().map(|o| o.seq).collect();
+        for m in &out.messages {
+            if m.role == Role::Assistant && m.projection == Projection::Reference {
+                let seq = m.seq.unwrap();
+                if offloaded.contains(&seq) {
+                    by_reference.push((
+                        seq,
+                        m.content.to_string(),
+                        m.tool_calls[0].arguments.to_string(),
+                    ));
+                }
+            }
+        }
+        state = out.state;
+    }
+    assert!(!by_reference.is_empty(), "no argument was offloaded");
+    for (seq, content, arguments) in &by_reference {
+        assert!(content.starts_with("Writing module"), "{content}");
+        assert!(
+            arguments.contains("archived_arguments") && arguments.contains("observation://"),
+            "{arguments}"
+        );
+        // The reference's offset is where the recall of the turn shows the arguments.
+        let offset: usize = arguments
+            .split("offset=")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches(|c: char| !c.is_ascii_digit())
+            .parse()
+            .unwrap();
+        let event = &log.events[(*seq - 1) as usize];
+        let recalled: String = view::recall_text(event).chars().skip(offset).collect();
+        let call = &event.body.tool_calls()[0];
+        assert!(
+            recalled.starts_with(call.arguments_text().as_ref()),
+            "{recalled}"
+        );
+    }
 }

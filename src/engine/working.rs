@@ -45,7 +45,9 @@ impl<'a> Live<'a> {
             Projection::Preview => {
                 view::preview_message(self.event, view::PREVIEW_CHARS, self.chars())
             }
-            Projection::Reference if self.reason.archives() => {
+            Projection::Reference
+                if self.reason.archives() || self.reason == Reason::OffloadedLongArguments =>
+            {
                 view::archived_message(self.event, self.chars())
             }
             Projection::Reference => view::reference_message(self.event, self.chars()),

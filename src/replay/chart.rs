@@ -17,6 +17,9 @@ pub struct Point {
     /// The tier of a compaction that acted at this turn.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tier: Option<String>,
+    /// Whether the view repeats the previous one unchanged before what it adds (what prompt
+    /// caching reuses); false for the first view.
+    pub extends: bool,
     /// The share of the facts known so far that the view holds, and by kind (kept, of).
     pub facts_kept: f64,
     pub facts: super::facts::Kept,
@@ -229,6 +232,7 @@ mod tests {
                     utilization: i as f64 / n as f64,
                     cumulative_cost: (i * 1000) as f64,
                     tier: (i == tier_at).then(|| "soft".to_owned()),
+                    extends: i > 0 && i != tier_at,
                 })
                 .collect()
         };

@@ -106,9 +106,13 @@ impl Meter {
             counts.extend(new.map(|m| options.tokenizer.count(&m.to_string())));
             counts
         });
+        let extends = self
+            .previous
+            .as_ref()
+            .is_some_and(|before| common == before.len());
         match &self.previous {
-            Some(before) => {
-                if common == before.len() {
+            Some(_) => {
+                if extends {
                     self.extends += 1;
                 }
                 let cached = share(&counts, common) * sent as f64;
@@ -127,6 +131,7 @@ impl Meter {
             utilization: used / budget.max(1.0),
             cumulative_cost: report.effective_input_cost,
             tier,
+            extends,
             facts_kept: kept.share(),
             facts: kept,
         });

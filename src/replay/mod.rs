@@ -62,6 +62,8 @@ pub struct Options {
     pub cache_price: f64,
     /// Also measure the baselines (see [`baselines`]) on the same history.
     pub compare: bool,
+    /// Leave each replayed session on the server rather than deleting it.
+    pub keep_sessions: bool,
     /// Session settings merged over the window, reserved output, tokenizer and policy.
     pub config: serde_json::Map<String, Value>,
     /// Facts planted in the sessions (`ctxd synth --facts`), looked for in every view of a

@@ -133,8 +133,10 @@ pub(super) async fn replay(
             run.ctxd.report.errors.push(format!("the last turn: {e}"));
         }
     }
-    let url = format!("{}/sessions/{}", run.context.base, run.session);
-    let _ = run.context.client.delete(url).send().await;
+    if !options.keep_sessions {
+        let url = format!("{}/sessions/{}", run.context.base, run.session);
+        let _ = run.context.client.delete(url).send().await;
+    }
     run.finish()
 }
 

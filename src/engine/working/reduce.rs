@@ -138,6 +138,45 @@ impl<'a> Working<'a> {
         Some((offloaded, freed))
     }
 
+    /// The ids of the calls whose results are in the view.
+    pub(in crate::engine) fn answered_calls(&self) -> HashSet<&'a str> {
+        self.live.iter().filter_map(|l| l.pairing().1).collect()
+    }
+
+    /// Shows the long arguments of assistant turn `i` by reference (its text kept) when every
+    /// call it made is `answered` in the view and that is smaller. A turn that sends its
+    /// reasoning is left whole: providers check it against its calls. Returns what it
+    /// offloaded and the tokens that freed.
+    pub(in crate::engine) fn offload_arguments(
+        &mut self,
+        i: usize,
+        answered: &HashSet<&str>,
+        id: Uuid,
+    ) -> Option<(OffloadedItem, i64)> {
+        let item = &self.live[i];
+        let calls = item.event.body.tool_calls();
+        if item.projection != Projection::Full
+            || item.reasoning
+            || always_kept(item.event)
+            || calls.is_empty()
+            || !calls.iter().all(|c| answered.contains(c.id.as_str()))
+            || !view::has_long_arguments(item.event)
+        {
+            return None;
+        }
+        let mut message = view::archived_calls_message(item.event, item.chars());
+        message.tokens = message.cost(self.tokenizer);
+        if message.tokens >= item.tokens {
+            return None;
+        }
+        let freed = item.tokens - message.tokens;
+        let reason = Reason::OffloadedLongArguments;
+        let reduced = item.reduced(Projection::Reference, message.tokens, reason, id);
+        let offloaded = offloaded_item(&reduced);
+        self.live[i] = reduced;
+        Some((offloaded, freed))
+    }
+
     /// Shows tool results before `end` by reference, oldest first, until the view costs at
     /// most `target` (`total` is what it costs now). Returns what it masked and the new cost.
     pub(in crate::engine) fn mask_until(

@@ -1,6 +1,7 @@
 //! The plain alternatives a policy must beat, computed in the same replay from the same
 //! history: no compaction, sliding truncation (every turn, the newest messages that fit),
-//! chunked truncation (when over, drop the oldest down to half the window) and observation
+//! chunked truncation (when over, drop the oldest down to half the window, or as little as
+//! keeps the newest message when that alone is over half) and observation
 //! masking (tool outputs older than the newest few replaced by a one-line placeholder, then
 //! sliding truncation if still over). System messages always stay; a cut never leaves a tool
 //! result without its call, so every baseline view is a valid request too.
@@ -83,7 +84,15 @@ impl Bounder {
             }
             Baseline::Chunked => {
                 if total(history, costs, self.start) > budget {
-                    self.start = newest_that_fit(history, costs, budget / 2, self.start);
+                    let half = newest_that_fit(history, costs, budget / 2, self.start);
+                    // A view without the newest message would not answer the agent's turn:
+                    // when that message alone is over half the window, drop only what the
+                    // window needs.
+                    self.start = if half == history.len() {
+                        newest_that_fit(history, costs, budget, self.start)
+                    } else {
+                        half
+                    };
                 }
                 assemble(history, costs, self.start, 0)
             }
@@ -262,6 +271,26 @@ mod tests {
             h.push(json!({"role": "tool", "tool_call_id": format!("c{i}"), "content": "x".repeat(400)}));
         }
         h
+    }
+
+    /// A newest result over half the window but within it stays, with its call: chunked
+    /// truncation drops only what the window needs then, never the turn it answers.
+    #[test]
+    fn chunked_truncation_keeps_a_newest_result_over_half_the_window() {
+        let t = Tokenizer::Chars4;
+        let mut h = history();
+        h.push(json!({"role": "user", "content": "read the log"}));
+        h.push(
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "log",
+            "type": "function", "function": {"name": "read", "arguments": "{}"}}]}),
+        );
+        h.push(json!({"role": "tool", "tool_call_id": "log", "content": "y".repeat(2_400)}));
+        let costs: Vec<i64> = h.iter().map(|m| message_tokens(m, t)).collect();
+        let view = messages(Bounder::new(Baseline::Chunked).view(&h, &costs, 1_000, t));
+        let tokens: i64 = view.iter().map(|m| message_tokens(m, t)).sum();
+        assert!(tokens <= 1_000, "{tokens}");
+        assert_eq!(view.last(), h.last());
+        assert_eq!(view[view.len() - 2]["tool_calls"][0]["id"], "log");
     }
 
     #[test]

@@ -50,6 +50,8 @@ enum Step {
     Screenshot(usize, u32),
     /// The agent's condensation with this many completed-work entries.
     Condense(usize),
+    /// A file of the given size written: a call with long arguments and a short result.
+    Write(usize),
 }
 
 /// The base64 of a PNG's signature and header for a `width` × 800 image: enough to read its
@@ -133,6 +135,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => prop_oneof![Just(0.8), Just(1.0), Just(1.3), Just(2.5)].prop_map(Step::Usage),
         2 => (1usize..3_000, 100u32..2_000).prop_map(|(n, w)| Step::Screenshot(n, w)),
         1 => (0usize..20).prop_map(Step::Condense),
+        2 => (1usize..8_000).prop_map(Step::Write),
     ]
 }
 
@@ -194,6 +197,17 @@ fn append(log: &mut Log, step: &Step, i: usize, calls: &mut usize) -> bool {
         }
         Step::Note(n) => {
             log.push(serde_json::json!({"type": "note", "content": text(*n, i), "pinned": true}));
+        }
+        Step::Write(n) => {
+            *calls += 1;
+            let id = format!("w{calls}");
+            log.push(serde_json::json!({"type": "message", "role": "assistant",
+                "tool_calls": [{"id": id, "name": "write",
+                    "arguments": {"path": format!("src/f{i}.rs"), "content": text(*n, i)}}]}));
+            log.push(
+                serde_json::json!({"type": "message", "role": "tool", "tool_call_id": id,
+                "name": "write", "content": "ok"}),
+            );
         }
         Step::Episode(n, action) => {
             *calls += 1;

@@ -135,8 +135,9 @@ on_both_backends! {
 on_both_backends! {
     async fn dry_runs_persist_nothing_and_force_persists(app) {
         let id = small_session(&app).await;
+        // Results under the per-item cap, so the view is past the soft tier after the caps.
         let mut batch = vec![user("start")];
-        for i in 0..12 { batch.extend(exchange(&format!("c{i}"), 2_000)); }
+        for i in 0..16 { batch.extend(exchange(&format!("c{i}"), 1_600)); }
         batch.push(user("continue"));
         app.append(&id, Value::Array(batch)).await;
         let dry = compact(&app, &id, json!({"mode": "dry_run"})).await;

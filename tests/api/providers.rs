@@ -93,6 +93,12 @@ fn parts_turn(n: usize) -> Vec<Value> {
         json!({"type": "message", "role": "assistant", "content": [
             {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}]}),
         json!({"type": "message", "role": "assistant", "content": "It shows a login page."}),
+        // A file written: long arguments, shown by reference once the tail is over its cap.
+        json!({"type": "message", "role": "assistant", "content": "Writing the test.",
+            "tool_calls": [{"id": format!("w{n}"), "name": "write_file",
+                "arguments": {"path": format!("tests/t{n}.rs"), "content": "#[test]\nfn t() {}\n".repeat(200)}}]}),
+        json!({"type": "message", "role": "tool", "tool_call_id": format!("w{n}"), "name": "write_file", "content": "ok"}),
+        json!({"type": "message", "role": "assistant", "content": "Written."}),
     ]
 }
 
@@ -100,7 +106,9 @@ on_both_backends! {
     async fn every_view_passes_the_providers_own_request_types(app) {
         let id = app.create_session(json!({"config": {
             "context_window": 6000, "max_output_tokens": 500, "tokenizer": "chars4",
-            "min_tail_messages": 4, "offload_threshold_chars": 400
+            "min_tail_messages": 4, "offload_threshold_chars": 400,
+            // Results stay whole while new, so the view climbs through the tiers.
+            "item_max_share": 0.3
         }})).await;
         let mut views = Vec::new();
         let compact = |body: Value| {
@@ -148,6 +156,8 @@ on_both_backends! {
             views.push(json!({"format": format, "view": out["view"]}));
         }
         assert!(tiers.len() >= 3, "the session went through several tiers: {tiers:?}");
+        let archived = views.iter().filter(|v| v["view"].to_string().contains("archived_arguments")).count();
+        assert!(archived > 0, "no view showed a call's arguments by reference");
 
         let report = check_with_the_sdks(&views).unwrap_or_else(|report| panic!("{report}"));
         assert!(report.contains(&format!("{} views checked, 0 failed", views.len())), "{report}");

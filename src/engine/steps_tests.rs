@@ -8,6 +8,7 @@ use super::view;
 use crate::domain::compaction::FallbackReason;
 use crate::domain::compaction::{Mode, Projection, Tier};
 use crate::domain::event::Role;
+use crate::domain::session::Policy;
 use crate::domain::state::CompactionState;
 use crate::summarize::SummaryOutcome;
 
@@ -376,6 +377,50 @@ async fn long_arguments_of_answered_turns_leave_a_tail_over_its_cap() {
         assert!(
             recalled.starts_with(call.arguments_text().as_ref()),
             "{recalled}"
+        );
+    }
+}
+
+/// A call whose arguments alone are about the room (a large file written) still fits: an
+/// emergency shows its arguments by reference, whatever the policy.
+#[tokio::test]
+async fn a_call_with_arguments_over_the_room_still_fits() {
+    for policy in [Policy::Progressive, Policy::Episodic] {
+        let mut config = config(3_000);
+        config.policy = policy;
+        config.min_tail_messages = 1;
+        config.offload_threshold_chars = 100;
+        let mut log = Log::default();
+        log.system("s");
+        let first = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+            .await
+            .unwrap();
+        let mut state = first.state;
+        // The provider counts 1.3 times ctxd's tokens.
+        let ours = state.last_view.message_tokens;
+        state.calibrate((ours as f64 * 1.3).ceil() as i64, ours);
+        let body = "fn main() {}\n".repeat(600);
+        let seq = log.push(json!({"type": "message", "role": "assistant",
+            "tool_calls": [{"id": "w", "name": "write",
+                "arguments": {"path": "src/main.rs", "content": body}}]}));
+        log.push(
+            json!({"type": "message", "role": "tool", "tool_call_id": "w",
+            "name": "write", "content": "ok"}),
+        );
+        let out = run(&config, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+        assert!(
+            out.record.tokens_after <= 3_000,
+            "{policy:?}: {} over the window",
+            out.record.tokens_after
+        );
+        let call = out.messages.iter().find(|m| m.seq == Some(seq)).unwrap();
+        assert!(
+            call.tool_calls[0]
+                .arguments
+                .to_string()
+                .contains("archived_arguments"),
+            "{policy:?}: {:?}",
+            call.tool_calls[0].arguments
         );
     }
 }

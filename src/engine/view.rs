@@ -94,8 +94,19 @@ pub fn archived_calls_message(event: &Event, chars: i64) -> ViewMessage<'_> {
             ..ViewMessage::full(event)
         }
     };
-    let calls = event.body.tool_calls();
-    let archived: Vec<ToolCall> = calls
+    let archived = archived_calls(event);
+    message.tool_calls = Cow::Owned(archived);
+    message.projection = Projection::Reference;
+    message.tokens = 0;
+    message
+}
+
+/// `event`'s tool calls with each long argument text replaced by an object naming its size and
+/// where to recall it. Providers take any object as a past call's input.
+fn archived_calls(event: &Event) -> Vec<ToolCall> {
+    event
+        .body
+        .tool_calls()
         .iter()
         .enumerate()
         .map(|(k, call)| {
@@ -114,11 +125,7 @@ pub fn archived_calls_message(event: &Event, chars: i64) -> ViewMessage<'_> {
                 ..call.clone()
             }
         })
-        .collect();
-    message.tool_calls = Cow::Owned(archived);
-    message.projection = Projection::Reference;
-    message.tokens = 0;
-    message
+        .collect()
 }
 
 /// Whether archiving `event`'s calls would shorten any of them.
@@ -364,7 +371,12 @@ fn referenced(
         content.push_str(line);
     }
     image_references(event, &mut content);
-    reduced_message(event, content, Projection::Reference)
+    let mut message = reduced_message(event, content, Projection::Reference);
+    // A call's long arguments go by reference too: an item shown by reference is small.
+    if has_long_arguments(event) {
+        message.tool_calls = Cow::Owned(archived_calls(event));
+    }
+    message
 }
 
 /// The summary message: the running summary and its anchors. None when nothing was folded.

@@ -8,8 +8,12 @@
 //! - soft and full tiers, and before any emergency: the view is brought down to the low-water
 //!   mark, so that the next compaction is many turns away. Large results beyond the tail are
 //!   offloaded, the others masked (one line and their error lines, oldest first, every
-//!   assistant message and tool call kept), the tail held to its token cap, and only then is the
-//!   oldest part folded into the summary, as far as the mark needs.
+//!   assistant message and tool call kept), the tail held to its token cap (its older results
+//!   as excerpts, then the long arguments of its older answered turns by reference), and only
+//!   then is the oldest part folded into the summary, as far as the mark needs.
+//!
+//! The tier is read from the view after the per-item caps: a result its cap brings under the
+//! thresholds changes only the view's end.
 //!
 //! Emergency truncation (see `emergency`) is left for what these cannot bring within the room.
 

@@ -76,6 +76,15 @@ fn check(report: &Value) {
     let acted = acted(total);
     assert!(acted > 0, "the window is small enough to compact: {total}");
     assert!(total["peak_utilization"].as_f64().unwrap() <= 1.0);
+    // Each session's prefix stability is the share of its turns whose view extends the last.
+    for session in report["sessions"].as_array().unwrap() {
+        let turns = session["per_turn"].as_array().unwrap();
+        let extends = turns.iter().filter(|t| t["extends"] == true).count();
+        assert_eq!(turns[0]["extends"], false, "the first view extends nothing");
+        let stability = session["prefix_stability"].as_f64().unwrap();
+        let share = extends as f64 / (turns.len().max(2) - 1) as f64;
+        assert!((share - stability).abs() < 1e-9, "{share} vs {stability}");
+    }
 }
 
 #[test]
@@ -127,12 +136,25 @@ fn replay_compares_the_plain_baselines() {
     assert!(stability("chunked_truncation") > stability("sliding_truncation"));
 }
 
+/// How many sessions `app` holds.
+async fn sessions(app: &crate::support::TestApp) -> usize {
+    app.get("/sessions").await.body["sessions"]
+        .as_array()
+        .unwrap()
+        .len()
+}
+
 on_both_backends! {
     async fn replay_is_a_client_of_any_running_ctxd(app) {
         let base = app.url("");
-        let (ok, report) = tokio::task::spawn_blocking(move || replay("6000", &["--server", &base])).await.unwrap();
+        let server = base.clone();
+        let (ok, report) = tokio::task::spawn_blocking(move || replay("6000", &["--server", &server])).await.unwrap();
         assert!(ok, "{report}");
         check(&report);
+        assert_eq!(sessions(&app).await, 0, "a replay deletes what it replayed");
+        let (ok, report) = tokio::task::spawn_blocking(move || replay("6000", &["--server", &base, "--keep-sessions"])).await.unwrap();
+        assert!(ok, "{report}");
+        assert_eq!(sessions(&app).await, fixtures().len(), "--keep-sessions leaves them to inspect");
     }
 }
 

@@ -16,7 +16,7 @@ use super::error::{ApiError, Problem};
 use super::extract;
 use super::AppState;
 use crate::compaction::{self, CompactError, CompactRequest, Presented};
-use crate::domain::compaction::{unrecorded_estimate, CompactionRecord, Mode};
+use crate::domain::compaction::{unrecorded_estimate, CompactionRecord, Mode, Tier, Trigger};
 use crate::domain::condensation::Condensation;
 use crate::domain::episodes::Episodes;
 use crate::domain::state::{calibration_sample, MAX_CALIBRATION_SAMPLE, MIN_CALIBRATION_SAMPLE};
@@ -33,6 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_view))
         .routes(routes!(condense))
         .routes(routes!(list_compactions))
+        .routes(routes!(list_compaction_outlines))
         .routes(routes!(get_compaction))
         .routes(routes!(record_usage))
 }
@@ -370,6 +371,79 @@ async fn list_compactions(
     Ok(Json(CompactionPage {
         compactions,
         next_cursor,
+    }))
+}
+
+/// A compaction record's outline: when it ran, at which tier, and how many tokens and items it
+/// left; what the chart of a session draws, without the record's membership and summary.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CompactionOutline {
+    pub id: Uuid,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub head_seq: i64,
+    pub trigger: Trigger,
+    pub tier: Tier,
+    pub acted: bool,
+    pub tokens_before: i64,
+    pub tokens_after: i64,
+    pub budget: i64,
+    /// How many items it offloaded, summarised and evicted.
+    pub offloaded: usize,
+    pub summarized: usize,
+    pub evicted: usize,
+}
+
+impl From<&CompactionRecord> for CompactionOutline {
+    fn from(r: &CompactionRecord) -> Self {
+        Self {
+            id: r.id,
+            created_at: r.created_at,
+            head_seq: r.head_seq,
+            trigger: r.trigger,
+            tier: r.tier,
+            acted: r.acted,
+            tokens_before: r.tokens_before,
+            tokens_after: r.tokens_after,
+            budget: r.budget,
+            offloaded: r.offloaded.len(),
+            summarized: r.summarized_seqs.len(),
+            evicted: r.evicted_seqs.len(),
+        }
+    }
+}
+
+/// A page of compaction outlines.
+#[derive(Serialize, ToSchema)]
+pub struct CompactionOutlinePage {
+    pub compactions: Vec<CompactionOutline>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<Uuid>,
+}
+
+/// List outlines of a session's compaction records, newest first: the same pages as the
+/// record list, a few dozen bytes a record instead of its membership and summary (what a
+/// chart of the session needs).
+#[utoipa::path(get, path = "/sessions/{id}/compactions/outline", tag = "compaction",
+    params(("id" = Uuid, Path, description = "The session id"), CompactionListParams),
+    responses(
+        (status = 200, description = "A page of outlines", body = CompactionOutlinePage),
+        (status = 400, description = "A bad parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")
+    ))]
+async fn list_compaction_outlines(
+    state: State<AppState>,
+    id: Path<Uuid>,
+    params: Query<CompactionListParams>,
+) -> Result<Json<CompactionOutlinePage>, ApiError> {
+    let Json(page) = list_compactions(state, id, params).await?;
+    Ok(Json(CompactionOutlinePage {
+        compactions: page
+            .compactions
+            .iter()
+            .map(CompactionOutline::from)
+            .collect(),
+        next_cursor: page.next_cursor,
     }))
 }
 

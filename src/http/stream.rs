@@ -16,9 +16,9 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
+use super::compaction::CompactionOutline;
 use super::error::{ApiError, Problem};
 use super::AppState;
-use crate::domain::compaction::{CompactionRecord, Tier, Trigger};
 use crate::domain::event::{EventType, Role};
 
 /// Set when the process stops: open streams end at their next poll, so that they do not hold
@@ -53,36 +53,6 @@ pub struct Appended {
     pub role: Option<Role>,
     pub pinned: bool,
     pub tokens: i64,
-}
-
-/// A `compaction` event's data: the record's outline (`GET .../compactions/{cid}` has it all).
-#[derive(Serialize, ToSchema)]
-pub struct Compacted {
-    pub id: Uuid,
-    pub head_seq: i64,
-    pub tier: Tier,
-    pub trigger: Trigger,
-    pub acted: bool,
-    pub tokens_before: i64,
-    pub tokens_after: i64,
-    pub budget: i64,
-    pub created_at: chrono::DateTime<chrono::Utc>,
-}
-
-impl From<&CompactionRecord> for Compacted {
-    fn from(r: &CompactionRecord) -> Self {
-        Self {
-            id: r.id,
-            head_seq: r.head_seq,
-            tier: r.tier,
-            trigger: r.trigger,
-            acted: r.acted,
-            tokens_before: r.tokens_before,
-            tokens_after: r.tokens_after,
-            budget: r.budget,
-            created_at: r.created_at,
-        }
-    }
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -247,7 +217,7 @@ impl Follow {
         }
         for record in &records {
             self.cursor.compaction = Some(record.id);
-            self.queue("compaction", &Compacted::from(record));
+            self.queue("compaction", &CompactionOutline::from(record));
         }
         Ok(news)
     }

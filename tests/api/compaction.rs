@@ -793,3 +793,40 @@ on_both_backends! {
         assert_eq!(recalled.body["content"], "");
     }
 }
+
+on_both_backends! {
+    async fn outlines_page_like_the_records_they_outline(app) {
+        let id = small_session(&app).await;
+        for turn in 0..6 {
+            let mut batch = vec![user(&format!("turn {turn}"))];
+            for i in 0..6 { batch.extend(exchange(&format!("t{turn}c{i}"), 1_600)); }
+            app.append(&id, Value::Array(batch)).await;
+            compact(&app, &id, json!({"mode": "force"})).await;
+        }
+        let records = app.get(&format!("/sessions/{id}/compactions?limit=4")).await;
+        let outlines = app.get(&format!("/sessions/{id}/compactions/outline?limit=4")).await;
+        assert_eq!(outlines.status, StatusCode::OK, "{}", outlines.body);
+        assert_eq!(outlines.body["next_cursor"], records.body["next_cursor"]);
+        let records = records.body["compactions"].as_array().unwrap().clone();
+        let listed = outlines.body["compactions"].as_array().unwrap();
+        assert_eq!(listed.len(), records.len());
+        for (outline, record) in listed.iter().zip(&records) {
+            for field in ["id", "created_at", "head_seq", "trigger", "tier", "acted", "tokens_before", "tokens_after", "budget"] {
+                assert_eq!(outline[field], record[field], "{field}");
+            }
+            assert_eq!(outline["summarized"], record["summarized_seqs"].as_array().unwrap().len());
+            assert_eq!(outline["offloaded"], record["offloaded"].as_array().unwrap().len());
+            assert_eq!(outline["evicted"], record["evicted_seqs"].as_array().unwrap().len());
+            assert!(outline.to_string().len() * 4 < record.to_string().len(), "an outline is small");
+        }
+        // The next page follows the cursor, as the records' does.
+        let cursor = outlines.body["next_cursor"].as_str().unwrap();
+        let next = app.get(&format!("/sessions/{id}/compactions/outline?limit=4&cursor={cursor}")).await;
+        assert_eq!(next.body["compactions"].as_array().unwrap().len(), 2);
+        // Bad input is named; a missing session is one.
+        let bad = app.get(&format!("/sessions/{id}/compactions/outline?limit=0")).await;
+        assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.body);
+        let missing = app.get(&format!("/sessions/{}/compactions/outline", uuid::Uuid::now_v7())).await;
+        assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    }
+}

@@ -121,7 +121,7 @@ async function sessionsPage(params) {
       utilization.replaceChildren(bar(c.utilization), percent(c.utilization));
       tierCell.replaceChildren(tier(c.tier));
     }).catch((e) => utilization.replaceChildren(e.message));
-    api("/sessions/" + session.id + "/compactions?limit=1").then((r) => {
+    api("/sessions/" + session.id + "/compactions/outline?limit=1").then((r) => {
       const record = r.compactions[0];
       last.replaceChildren(record
         ? h("a", { href: "/ui/sessions/" + session.id + "/compactions/" + record.id },
@@ -219,7 +219,7 @@ async function sessionPage(id, params) {
   const [session, context, records] = await Promise.all([
     api("/sessions/" + id),
     api(`/sessions/${id}/context?` + itemQuery),
-    api(`/sessions/${id}/compactions?limit=200`),
+    api(`/sessions/${id}/compactions/outline?limit=200`),
   ]);
   const format = params.get("format") || "openai";
   const stats = h("div", { class: "grid card" },
@@ -340,7 +340,7 @@ async function refresh(id) {
     const [session, context, records] = await Promise.all([
       api("/sessions/" + id),
       api(`/sessions/${id}/context?limit=100` + (params.get("state") ? "&state=" + params.get("state") : "") + (params.get("reason") ? "&reason=" + params.get("reason") : "")),
-      api(`/sessions/${id}/compactions?limit=200`),
+      api(`/sessions/${id}/compactions/outline?limit=200`),
     ]);
     document.getElementById("head-seq").textContent = session.head_seq;
     document.getElementById("utilization").textContent = percent(context.utilization);

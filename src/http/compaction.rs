@@ -429,7 +429,10 @@ pub struct CompactionOutlinePage {
     responses(
         (status = 200, description = "A page of outlines", body = CompactionOutlinePage),
         (status = 400, description = "A bad parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json",
+            example = json!({"type": "urn:ctxd:problem:not-found", "title": "Not found",
+                "status": 404, "detail": "session 01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f does not exist", "instance": "/sessions/01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f/compactions/outline",
+                "request_id": "3f0c2a9e-5b1d-4c8e-9f7a-2d6b8e4c1a07"}))
     ))]
 async fn list_compaction_outlines(
     state: State<AppState>,

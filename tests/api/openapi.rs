@@ -115,7 +115,7 @@ on_both_backends! {
             }
             checked += 1;
         }
-        assert_eq!(checked, 5, "every paged operation documents its limit");
+        assert_eq!(checked, 6, "every paged operation documents its limit");
 
         // overflow_retry's documented range.
         let schema = &doc["components"]["schemas"]["CompactBody"]["properties"]["overflow_retry"];

@@ -313,6 +313,13 @@ on_both_backends! {
         let r = call(&app, spec, "get", "/sessions/{id}/compactions",
             &format!("/sessions/{ghost}/compactions"), None).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+        let r = call(&app, spec, "get", "/sessions/{id}/compactions/outline",
+            &format!("{s}/compactions/outline?limit=2"), None).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        assert_eq!(r.body["compactions"].as_array().expect("outlines").len(), records.len());
+        let r = call(&app, spec, "get", "/sessions/{id}/compactions/outline",
+            &format!("/sessions/{ghost}/compactions/outline"), None).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
 
         // Context, observations and the recall tool.
         for query in ["", "?limit=5", "?state=archived", "?from_seq=2&to_seq=9"] {

@@ -259,16 +259,12 @@ async fn run_step(
 async fn dashboard_reads(server: &Server, events: usize) {
     let client = reqwest::Client::new();
     let base = &server.base;
-    let created: Value = client
-        .post(format!("{base}/sessions"))
-        .json(&json!({"config": {"context_window": 128000}, "metadata": {"team": "load"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["id"].as_str().unwrap().to_owned();
+    let id = create_session(
+        &client,
+        base,
+        json!({"config": {"context_window": 128000}, "metadata": {"team": "load"}}),
+    )
+    .await;
     let mut gen = Gen::new(7);
     let started = Instant::now();
     for batch in 0..events / 100 {
@@ -344,20 +340,26 @@ async fn dashboard_reads(server: &Server, events: usize) {
     }
 }
 
+/// Creates a session with `body`; its id.
+async fn create_session(client: &reqwest::Client, base: &str, body: Value) -> String {
+    let created: Value = client
+        .post(format!("{base}/sessions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    created["id"].as_str().unwrap().to_owned()
+}
+
 async fn sessions_on(server: &Server, count: usize) -> Arc<Vec<String>> {
     let client = reqwest::Client::new();
     let mut sessions = Vec::new();
     for _ in 0..count {
-        let created: Value = client
-            .post(format!("{}/sessions", server.base))
-            .json(&json!({"config": {"context_window": 32000}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        sessions.push(created["id"].as_str().unwrap().to_owned());
+        let body = json!({"config": {"context_window": 32000}});
+        sessions.push(create_session(&client, &server.base, body).await);
     }
     Arc::new(sessions)
 }

@@ -35,7 +35,7 @@ use std::collections::{HashMap, HashSet};
 use super::progressive::{Bounds, Step};
 use super::run::{Pending, Run};
 use super::view;
-use super::working::{always_kept, is_tool_result, offloaded_item, Working};
+use super::working::{always_kept, is_tool_result, Working};
 use crate::domain::compaction::{Mode, OffloadedItem, Projection, Reason, Tier};
 use crate::domain::condensation::{Condensation, Memory};
 use crate::domain::episodes::{Episode, Episodes};
@@ -384,15 +384,11 @@ fn archive(
     offloaded: &mut Vec<OffloadedItem>,
 ) -> i64 {
     let item = &work.live[i];
-    let mut message = view::archived_message(item.event, item.chars());
-    message.tokens = message.cost(work.tokenizer);
-    if message.tokens >= item.tokens {
+    let message = view::archived_message(item.event, item.chars());
+    let Some((item, freed)) = work.show_as(i, message, reason, id) else {
         return 0;
-    }
-    let freed = item.tokens - message.tokens;
-    let reduced = item.reduced(Projection::Reference, message.tokens, reason, id);
-    offloaded.push(offloaded_item(&reduced));
-    work.live[i] = reduced;
+    };
+    offloaded.push(item);
     freed
 }
 

@@ -202,14 +202,7 @@ fn with_security(api: &mut utoipa::openapi::OpenApi) {
         .add_security_scheme("bearer", scheme);
     for (path, item) in api.paths.paths.iter_mut() {
         let public = !(path.starts_with("/sessions") || path.starts_with("/admin"));
-        let operations = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-        ];
-        for operation in operations.into_iter().flatten() {
+        for operation in operations_of(item) {
             if public {
                 operation.security = Some(Vec::new());
                 continue;
@@ -232,19 +225,27 @@ fn with_security(api: &mut utoipa::openapi::OpenApi) {
     }
 }
 
+/// The operations of a documented path, whatever their method.
+fn operations_of(
+    item: &mut utoipa::openapi::PathItem,
+) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.patch,
+    ]
+    .into_iter()
+    .flatten()
+}
+
 /// Documents what the middleware answers for any operation, where a handler's own annotation
 /// does not: 503 when a request outlives the server's timeout, and 413 when a body is larger
 /// than the limit.
 fn with_middleware_answers(mut api: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     for item in api.paths.paths.values_mut() {
-        let operations = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-        ];
-        for operation in operations.into_iter().flatten() {
+        for operation in operations_of(item) {
             let responses = &mut operation.responses.responses;
             if operation.request_body.is_some() {
                 responses

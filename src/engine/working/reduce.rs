@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use uuid::Uuid;
 
 use super::{always_kept, is_tool_result, offloaded_item, Working};
-use crate::domain::compaction::{OffloadedItem, Projection, Reason};
+use crate::domain::compaction::{OffloadedItem, Projection, Reason, ViewMessage};
 use crate::domain::observation;
 use crate::engine::view;
 use crate::tokens::MESSAGE_OVERHEAD;
@@ -65,20 +65,16 @@ impl<'a> Working<'a> {
         let mut freed = 0;
         for &i in candidates {
             let item = &self.live[i];
-            let mut preview = view::preview_message(item.event, view::PREVIEW_CHARS, item.chars());
-            preview.tokens = preview.cost(self.tokenizer);
-            if preview.tokens >= item.tokens {
-                continue;
-            }
-            freed += item.tokens - preview.tokens;
+            let preview = view::preview_message(item.event, view::PREVIEW_CHARS, item.chars());
             let reason = if view::has_images(item.event) {
                 Reason::OffloadedImage
             } else {
                 Reason::OffloadedLargeToolResult
             };
-            let reduced = item.reduced(Projection::Preview, preview.tokens, reason, id);
-            offloaded.push(offloaded_item(&reduced));
-            self.live[i] = reduced;
+            if let Some((item, saved)) = self.show_as(i, preview, reason, id) {
+                offloaded.push(item);
+                freed += saved;
+            }
         }
         (offloaded, freed)
     }
@@ -124,18 +120,10 @@ impl<'a> Working<'a> {
         if item.chars() <= max_chars as i64 {
             return None;
         }
-        let mut message = view::excerpt_message(item.event, max_chars, item.chars());
-        message.tokens = message.cost(self.tokenizer);
-        if message.tokens >= item.tokens {
-            return None;
-        }
-        let freed = item.tokens - message.tokens;
-        let reason = Reason::OffloadedLargeToolResult;
-        let mut reduced = item.reduced(Projection::Preview, message.tokens, reason, id);
-        reduced.excerpt = max_chars as i64;
-        let offloaded = offloaded_item(&reduced);
-        self.live[i] = reduced;
-        Some((offloaded, freed))
+        let message = view::excerpt_message(item.event, max_chars, item.chars());
+        let shown = self.show_as(i, message, Reason::OffloadedLargeToolResult, id)?;
+        self.live[i].excerpt = max_chars as i64;
+        Some(shown)
     }
 
     /// The ids of the calls whose results are in the view.
@@ -164,14 +152,27 @@ impl<'a> Working<'a> {
         {
             return None;
         }
-        let mut message = view::archived_calls_message(item.event, item.chars());
-        message.tokens = message.cost(self.tokenizer);
-        if message.tokens >= item.tokens {
+        let message = view::archived_calls_message(item.event, item.chars());
+        self.show_as(i, message, Reason::OffloadedLongArguments, id)
+    }
+
+    /// Shows live item `i` as `message` (in its projection) for `reason` by compaction `id`,
+    /// when that costs fewer tokens than the item does now. Returns what it offloaded and the
+    /// tokens that freed.
+    pub(in crate::engine) fn show_as(
+        &mut self,
+        i: usize,
+        message: ViewMessage<'_>,
+        reason: Reason,
+        id: Uuid,
+    ) -> Option<(OffloadedItem, i64)> {
+        let tokens = message.cost(self.tokenizer);
+        let item = &self.live[i];
+        if tokens >= item.tokens {
             return None;
         }
-        let freed = item.tokens - message.tokens;
-        let reason = Reason::OffloadedLongArguments;
-        let reduced = item.reduced(Projection::Reference, message.tokens, reason, id);
+        let freed = item.tokens - tokens;
+        let reduced = item.reduced(message.projection, tokens, reason, id);
         let offloaded = offloaded_item(&reduced);
         self.live[i] = reduced;
         Some((offloaded, freed))

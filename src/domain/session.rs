@@ -44,6 +44,9 @@ pub(crate) fn labels_schema() -> utoipa::openapi::schema::Object {
 /// The smallest and largest context windows ctxd accepts.
 const MIN_CONTEXT_WINDOW: u32 = 1_024;
 const MAX_CONTEXT_WINDOW: u32 = 100_000_000;
+/// The fewest and most error lines an item shown reduced names ([`SessionConfig::error_lines`]).
+const MIN_ERROR_LINES: usize = 4;
+const MAX_ERROR_LINES: usize = 48;
 
 /// How a session's context is compacted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
@@ -282,6 +285,15 @@ impl SessionConfig {
         (context_window / 10 * 4)
             .clamp(2_000, 32_000)
             .min(context_window)
+    }
+
+    /// The most error lines an item shown reduced names (a preview, an excerpt's middle, a
+    /// reference): about a hundredth of the room for messages at 40 tokens a line, so 4 in a
+    /// 16K window and 31 in a 128K one, at most [`MAX_ERROR_LINES`]. A compiler run may print
+    /// dozens of distinct diagnostics, and a large window can afford to keep them.
+    pub fn error_lines(&self) -> usize {
+        let room = self.context_window.saturating_sub(self.max_output_tokens);
+        (room as usize / 4_000).clamp(MIN_ERROR_LINES, MAX_ERROR_LINES)
     }
 
     /// The fewest tokens a compaction must free to rewrite the view's middle.

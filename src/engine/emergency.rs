@@ -56,7 +56,7 @@ pub(super) fn emergency(
     }
     // Still too large: reduce what is left, oldest first, then shorten the summary. The total
     // is kept up to date item by item, so this stays linear in the view.
-    let tokenizer = work.tokenizer;
+    let (tokenizer, errors) = (work.tokenizer, work.error_lines);
     for projection in [Projection::Preview, Projection::Reference] {
         let mut total = work.tokens();
         for item in work.live.iter_mut() {
@@ -66,7 +66,7 @@ pub(super) fn emergency(
             if item.projection == Projection::Reference || always_kept(item.event) {
                 continue;
             }
-            total -= reduce_for_emergency(item, projection, tokenizer, id, offloaded);
+            total -= reduce_for_emergency(item, projection, (tokenizer, errors), id, offloaded);
         }
         // Reduced items are listed in the summary message: count it again.
         work.refresh_summary_message();
@@ -86,7 +86,7 @@ pub(super) fn emergency(
     for projection in [Projection::Preview, Projection::Reference] {
         let live = work.live.iter_mut().filter(|l| always_kept(l.event));
         for item in work.kept.iter_mut().chain(live) {
-            reduce_for_emergency(item, projection, tokenizer, id, offloaded);
+            reduce_for_emergency(item, projection, (tokenizer, errors), id, offloaded);
         }
         work.refresh_summary_message();
         shrink_summary(work, room);
@@ -102,14 +102,16 @@ pub(super) fn emergency(
 fn reduce_for_emergency(
     item: &mut Live<'_>,
     projection: Projection,
-    tokenizer: Tokenizer,
+    (tokenizer, errors): (Tokenizer, usize),
     id: Uuid,
     offloaded: &mut Vec<OffloadedItem>,
 ) -> i64 {
     // The same preview as `Live::message` shows, so that its cost is the one counted.
     let mut message = match projection {
-        Projection::Preview => view::preview_message(item.event, view::PREVIEW_CHARS, item.chars()),
-        _ => view::reference_message(item.event, item.chars()),
+        Projection::Preview => {
+            view::preview_message(item.event, view::PREVIEW_CHARS, item.chars(), errors)
+        }
+        _ => view::reference_message(item.event, item.chars(), errors),
     };
     message.tokens = message.cost(tokenizer);
     if message.tokens >= item.tokens {

@@ -335,7 +335,11 @@ impl<'w, 'a> Eviction<'w, 'a> {
                 match result.projection {
                     Projection::Reference => result.reason.archives(),
                     Projection::Full if !self.active[r] => {
-                        let archived = view::archived_message(result.event, result.chars());
+                        let archived = view::archived_message(
+                            result.event,
+                            result.chars(),
+                            self.work.error_lines,
+                        );
                         archived.cost(self.work.tokenizer) >= result.tokens
                     }
                     _ => false,
@@ -384,7 +388,7 @@ fn archive(
     offloaded: &mut Vec<OffloadedItem>,
 ) -> i64 {
     let item = &work.live[i];
-    let message = view::archived_message(item.event, item.chars());
+    let message = view::archived_message(item.event, item.chars(), work.error_lines);
     let Some((item, freed)) = work.show_as(i, message, reason, id) else {
         return 0;
     };

@@ -72,10 +72,15 @@ impl Run<'_> {
             return;
         }
         let (projection, mut message) = if retry > 1 {
-            let message = view::reference_message(item.event, item.chars());
+            let message = view::reference_message(item.event, item.chars(), work.error_lines);
             (Projection::Reference, message)
         } else {
-            let message = view::preview_message(item.event, view::PREVIEW_CHARS, item.chars());
+            let message = view::preview_message(
+                item.event,
+                view::PREVIEW_CHARS,
+                item.chars(),
+                work.error_lines,
+            );
             (Projection::Preview, message)
         };
         message.tokens = message.cost(work.tokenizer);

@@ -372,7 +372,7 @@ proptest! {
                         }
                     }
                     // No exploration leaves before an action that depends on it.
-                    prop_assert!(explorations_follow_their_actions(&log, &out.state, r.id),
+                    prop_assert!(explorations_follow_their_actions(&log, &out.state, r.id, cfg.error_lines()),
                         "an exploration was archived before an action depending on it");
                     for (known, value) in known_anchors.iter_mut().zip(anchor_values(&out.state.summary.anchors)) {
                         prop_assert!(!(*known && is_unknown(value)), "an anchor regressed to N/A");
@@ -390,15 +390,21 @@ proptest! {
 }
 
 /// Whether a result costs no more in full than archived: archiving it would save nothing.
-fn not_worth_archiving(event: &crate::domain::event::Event) -> bool {
-    let archived = super::view::archived_message(event, super::view::content_chars(event));
+fn not_worth_archiving(event: &crate::domain::event::Event, errors: usize) -> bool {
+    let chars = super::view::content_chars(event);
+    let archived = super::view::archived_message(event, chars, errors);
     archived.cost(crate::tokens::Tokenizer::Chars4) >= event.tokens
 }
 
 /// Whether every exploration compaction `id` archived (an item of it) has every action
 /// depending on it archived too (its results reduced, folded, or not worth archiving). An
 /// action that starts after its exploration was archived cannot be waited for.
-fn explorations_follow_their_actions(log: &Log, state: &CompactionState, id: uuid::Uuid) -> bool {
+fn explorations_follow_their_actions(
+    log: &Log,
+    state: &CompactionState,
+    id: uuid::Uuid,
+    errors: usize,
+) -> bool {
     let episodes = Episodes::from_events(&log.events);
     let inside = |e: &crate::domain::episodes::Episode| -> Vec<&crate::domain::event::Event> {
         let end = e.end_seq.unwrap_or(i64::MAX);
@@ -430,7 +436,7 @@ fn explorations_follow_their_actions(log: &Log, state: &CompactionState, id: uui
                             .all(|x| {
                                 x.seq <= state.checkpoint_seq
                                     || state.reduced.contains_key(&x.seq)
-                                    || not_worth_archiving(x)
+                                    || not_worth_archiving(x, errors)
                             })
                     })
         })

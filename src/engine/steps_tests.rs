@@ -98,6 +98,46 @@ async fn a_result_over_the_item_cap_is_an_excerpt_even_while_recent() {
     assert_eq!(next.messages[..out.messages.len()], out.messages[..]);
 }
 
+/// A compiler run that prints dozens of distinct diagnostics, shown as an excerpt: a small
+/// window names four of its middle's error lines, a large one many more, and the same ones on
+/// every later call.
+#[tokio::test]
+async fn a_larger_window_names_more_error_lines_of_a_reduced_result() {
+    let mut text: String = (0..1_500)
+        .map(|i| format!("   Compiling crate{i} v0.1.0\n"))
+        .collect();
+    text.extend((0..40).map(|i| format!("error[E0308]: mismatched types at src/m{i}.rs:{i}:9\n")));
+    text.extend((1_500..4_000).map(|i| format!("   Compiling crate{i} v0.1.0\n")));
+    assert_eq!(error_lines_named(16_000, &text).await, 4);
+    assert_eq!(error_lines_named(128_000, &text).await, 31);
+}
+
+/// How many error lines the view of a window shows of one large build output, checking that
+/// the next call shows it the same way.
+async fn error_lines_named(window: u32, text: &str) -> usize {
+    let config = config(window);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Build it.");
+    log.push(json!({"type": "message", "role": "assistant",
+        "tool_calls": [{"id": "b", "name": "shell", "arguments": {"command": "cargo build"}}]}));
+    let seq = log.push(
+        json!({"type": "message", "role": "tool", "tool_call_id": "b",
+        "name": "shell", "content": text}),
+    );
+    let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    let shown = out.messages.iter().find(|m| m.seq == Some(seq)).unwrap();
+    assert_eq!(shown.projection, Projection::Preview, "{window}");
+    log.user("Go on.");
+    let next = run(&config, &out.state, &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(next.messages[..out.messages.len()], out.messages[..]);
+    shown.content.matches("error[E0308]").count()
+}
+
 /// The model asked for a recalled slice: it stays in full while recent, though over the
 /// per-item cap, so it is not offloaded again in the next views.
 #[tokio::test]

@@ -84,9 +84,9 @@ const ARCHIVED_ARGUMENTS_CHARS: usize = 160;
 /// An assistant turn whose tool exchanges the episodic policy archived: its text as it was
 /// (previewed when long), each call's arguments, when long, replaced by an object naming
 /// their size and where to recall them. Providers take any object as a past call's input.
-pub fn archived_calls_message(event: &Event, chars: i64) -> ViewMessage<'_> {
+pub fn archived_calls_message(event: &Event, chars: i64, errors: usize) -> ViewMessage<'_> {
     let mut message = if chars > PREVIEW_CHARS as i64 {
-        preview_message(event, PREVIEW_CHARS, chars)
+        preview_message(event, PREVIEW_CHARS, chars, errors)
     } else {
         ViewMessage {
             parts: Cow::Borrowed(&[]),
@@ -199,9 +199,14 @@ fn reduced_message(event: &Event, content: String, projection: Projection) -> Vi
 }
 
 /// An event shown as its first lines and its observation reference, in at most `max_chars`
-/// characters of content. `chars` is the event's [`content_chars`]. Its `tokens` are left for
-/// the caller to set (see [`cost`]).
-pub fn preview_message(event: &Event, max_chars: usize, chars: i64) -> ViewMessage<'_> {
+/// characters of content, then at most `errors` error lines of the rest. `chars` is the
+/// event's [`content_chars`]. Its `tokens` are left for the caller to set (see [`cost`]).
+pub fn preview_message(
+    event: &Event,
+    max_chars: usize,
+    chars: i64,
+    errors: usize,
+) -> ViewMessage<'_> {
     let (text, total) = shown_text(event, chars);
     let shown = head_of(&text, max_chars);
     let shown_chars = if shown.is_ascii() {
@@ -218,7 +223,7 @@ pub fn preview_message(event: &Event, max_chars: usize, chars: i64) -> ViewMessa
             total - shown_chars,
             ObservationUri(event.seq)
         );
-        for line in error_lines(&text[shown.len()..]) {
+        for line in error_lines(&text[shown.len()..], errors) {
             content.push('\n');
             content.push_str(line);
         }
@@ -254,9 +259,14 @@ fn image_references(event: &Event, content: &mut String) {
 }
 
 /// An event shown as its head and its tail in about `max_chars` characters, with the
-/// observation reference of the middle and the middle's error lines between them. `chars` is
-/// the event's [`content_chars`]. Its `tokens` are left for the caller.
-pub fn excerpt_message(event: &Event, max_chars: usize, chars: i64) -> ViewMessage<'_> {
+/// observation reference of the middle and at most `errors` of the middle's error lines between
+/// them. `chars` is the event's [`content_chars`]. Its `tokens` are left for the caller.
+pub fn excerpt_message(
+    event: &Event,
+    max_chars: usize,
+    chars: i64,
+    errors: usize,
+) -> ViewMessage<'_> {
     let (text, total) = shown_text(event, chars);
     let head = text::prefix_chars(&text, max_chars * 2 / 3);
     let rest = &text[head.len()..];
@@ -272,7 +282,7 @@ pub fn excerpt_message(event: &Event, max_chars: usize, chars: i64) -> ViewMessa
         total - offset - count(tail),
         ObservationUri(event.seq)
     );
-    for line in error_lines(middle) {
+    for line in error_lines(middle, errors) {
         content.push('\n');
         content.push_str(line);
     }
@@ -282,14 +292,14 @@ pub fn excerpt_message(event: &Event, max_chars: usize, chars: i64) -> ViewMessa
     reduced_message(event, content, Projection::Preview)
 }
 
-/// The most error lines a reduced item names, and the characters of each.
-const ERROR_LINES: usize = 4;
+/// The characters of each error line a reduced item names.
 const ERROR_LINE_CHARS: usize = 160;
 
 /// The distinct lines of `text` that read as errors (`error:`, `error[E…]`, `FAILED`,
-/// `panicked at`, exceptions), at most [`ERROR_LINES`] of them, each cut to
+/// `panicked at`, exceptions), at most `max` of them (a session's
+/// [`error_lines`](crate::domain::session::SessionConfig::error_lines)), each cut to
 /// [`ERROR_LINE_CHARS`]: what a model most needs of an output it no longer sees.
-pub fn error_lines(text: &str) -> Vec<&str> {
+pub fn error_lines(text: &str, max: usize) -> Vec<&str> {
     let mut found: Vec<&str> = Vec::new();
     // Every such line holds one of these; searching for them skips most of a long output.
     let finder = memchr::memmem::Finder::new;
@@ -301,7 +311,7 @@ pub fn error_lines(text: &str) -> Vec<&str> {
     ];
     let bytes = text.as_bytes();
     let mut at = 0;
-    while at < bytes.len() && found.len() < ERROR_LINES {
+    while at < bytes.len() && found.len() < max {
         let Some(hit) = needles.iter().filter_map(|n| n.find(&bytes[at..])).min() else {
             break;
         };
@@ -330,10 +340,10 @@ pub fn reads_as_error(line: &str) -> bool {
             || lower.contains("exception"))
 }
 
-/// An event shown only by its observation reference, and the error lines of its text.
-/// `chars` is the event's [`content_chars`]. Its `tokens` are left for the caller.
-pub fn reference_message(event: &Event, chars: i64) -> ViewMessage<'_> {
-    referenced(event, chars, |total, uri| {
+/// An event shown only by its observation reference, and at most `errors` error lines of its
+/// text. `chars` is the event's [`content_chars`]. Its `tokens` are left for the caller.
+pub fn reference_message(event: &Event, chars: i64, errors: usize) -> ViewMessage<'_> {
+    referenced(event, chars, errors, |total, uri| {
         format!("[{total} characters offloaded; recall {uri}]")
     })
 }
@@ -342,31 +352,32 @@ pub fn reference_message(event: &Event, chars: i64) -> ViewMessage<'_> {
 /// reference, and the error lines it had. The turn that made the calls keeps its text and
 /// shows long arguments by reference ([`archived_calls_message`]); other archived items show
 /// as their reference.
-pub fn archived_message(event: &Event, chars: i64) -> ViewMessage<'_> {
+pub fn archived_message(event: &Event, chars: i64, errors: usize) -> ViewMessage<'_> {
     match &event.body {
         EventBody::Message(message) if message.role == Role::Tool => {
             let tool = message.name.as_deref().unwrap_or("tool");
-            referenced(event, chars, |total, uri| {
+            referenced(event, chars, errors, |total, uri| {
                 format!("[{tool} result archived, {total} characters; recall {uri}]")
             })
         }
         EventBody::Message(message) if !message.tool_calls.is_empty() => {
-            archived_calls_message(event, chars)
+            archived_calls_message(event, chars, errors)
         }
-        _ => reference_message(event, chars),
+        _ => reference_message(event, chars, errors),
     }
 }
 
-/// An event shown as the line `head` writes from its characters and its reference, then the
-/// error lines of its text and a line for each image.
+/// An event shown as the line `head` writes from its characters and its reference, then at
+/// most `errors` error lines of its text and a line for each image.
 fn referenced(
     event: &Event,
     chars: i64,
+    errors: usize,
     head: impl FnOnce(i64, ObservationUri) -> String,
 ) -> ViewMessage<'_> {
     let (text, total) = shown_text(event, chars);
     let mut content = head(total, ObservationUri(event.seq));
-    for line in error_lines(&text) {
+    for line in error_lines(&text, errors) {
         content.push('\n');
         content.push_str(line);
     }

@@ -37,20 +37,21 @@ pub(super) struct Live<'a> {
 }
 
 impl<'a> Live<'a> {
-    pub(super) fn message(&self) -> ViewMessage<'a> {
+    /// The item as the view shows it, naming at most `errors` error lines when reduced.
+    pub(super) fn message(&self, errors: usize) -> ViewMessage<'a> {
         let mut message = match self.projection {
             Projection::Preview if self.excerpt > 0 => {
-                view::excerpt_message(self.event, self.excerpt as usize, self.chars())
+                view::excerpt_message(self.event, self.excerpt as usize, self.chars(), errors)
             }
             Projection::Preview => {
-                view::preview_message(self.event, view::PREVIEW_CHARS, self.chars())
+                view::preview_message(self.event, view::PREVIEW_CHARS, self.chars(), errors)
             }
             Projection::Reference
                 if self.reason.archives() || self.reason == Reason::OffloadedLongArguments =>
             {
-                view::archived_message(self.event, self.chars())
+                view::archived_message(self.event, self.chars(), errors)
             }
-            Projection::Reference => view::reference_message(self.event, self.chars()),
+            Projection::Reference => view::reference_message(self.event, self.chars(), errors),
             _ => ViewMessage {
                 reasoning: self.reasoning,
                 ..ViewMessage::full(self.event)
@@ -100,6 +101,8 @@ impl<'a> Live<'a> {
 pub(super) struct Working<'a> {
     pub(super) tokenizer: Tokenizer,
     pub(super) summary_max_chars: usize,
+    /// The most error lines an item shown reduced names: see [`SessionConfig::error_lines`].
+    pub(super) error_lines: usize,
     pub(super) checkpoint: i64,
     /// At or before the checkpoint: system prompts and pinned events, in full unless an
     /// emergency found no other way to fit the window.
@@ -201,6 +204,7 @@ impl<'a> Working<'a> {
         let mut working = Self {
             tokenizer: config.tokenizer,
             summary_max_chars: config.summary_max_chars(),
+            error_lines: config.error_lines(),
             checkpoint: state.checkpoint_seq,
             kept,
             live,
@@ -267,7 +271,7 @@ impl<'a> Working<'a> {
     /// The view's messages with tool pairs repaired, and their total tokens.
     pub(super) fn render(&self) -> (Vec<ViewMessage<'a>>, Repairs, i64) {
         let mut messages = Vec::with_capacity(self.kept.len() + self.live.len() + 1);
-        messages.extend(self.in_order().map(Live::message));
+        messages.extend(self.in_order().map(|l| l.message(self.error_lines)));
         // The summary and the memory go right after the leading system prompts.
         let at = messages
             .iter()

@@ -78,7 +78,16 @@ impl Facts {
             Some("assistant") => {
                 for call in message["tool_calls"].as_array().into_iter().flatten() {
                     let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
-                    self.paths.extend(paths(arguments));
+                    // The paths of the arguments' strings as they read, not of their JSON
+                    // (where a line break is `\n`, part of the word before it).
+                    match serde_json::from_str::<Value>(arguments) {
+                        Ok(value) => {
+                            let mut strings = Vec::new();
+                            walk_strings(&value, &mut strings);
+                            self.paths.extend(strings.into_iter().flat_map(paths));
+                        }
+                        Err(_) => self.paths.extend(paths(arguments)),
+                    }
                 }
             }
             Some("tool") => {
@@ -116,7 +125,11 @@ fn cut(text: &str) -> String {
 /// Words that look like file paths: a `/` and an extension.
 fn paths(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | '(' | ')'))
-        .map(|w| w.trim_matches(|c: char| matches!(c, ':' | ';' | '.' | '[' | ']' | '{' | '}')))
+        .map(|w| {
+            w.trim_matches(|c: char| {
+                matches!(c, ':' | ';' | '.' | '[' | ']' | '{' | '}' | '<' | '>')
+            })
+        })
         .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
         .filter(|w| w.rsplit('/').next().is_some_and(|name| name.contains('.')))
         .map(str::to_owned)
@@ -139,21 +152,25 @@ fn is_constraint(line: &str) -> bool {
         .any(|word| lower.contains(word))
 }
 
+/// Every string in `value`, in order.
+fn walk_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+    match value {
+        Value::String(s) => out.push(s),
+        Value::Array(items) => items.iter().for_each(|v| walk_strings(v, out)),
+        Value::Object(map) => map.values().for_each(|v| walk_strings(v, out)),
+        _ => {}
+    }
+}
+
 /// Every string of a rendered view, joined: what the model reads.
 pub fn view_text(view: &Value) -> String {
-    fn walk(value: &Value, out: &mut String) {
-        match value {
-            Value::String(s) => {
-                out.push_str(s);
-                out.push('\n');
-            }
-            Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
-            Value::Object(map) => map.values().for_each(|v| walk(v, out)),
-            _ => {}
-        }
+    let mut strings = Vec::new();
+    walk_strings(view, &mut strings);
+    let mut out = String::with_capacity(strings.iter().map(|s| s.len() + 1).sum());
+    for s in strings {
+        out.push_str(s);
+        out.push('\n');
     }
-    let mut out = String::new();
-    walk(view, &mut out);
     out
 }
 
@@ -196,5 +213,21 @@ mod tests {
         );
         assert_eq!(kept.constraints, (0, 1));
         assert!((kept.share() - 0.6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn paths_are_read_from_the_arguments_strings_not_their_json() {
+        let mut facts = Facts::default();
+        let content = "#include <vsla/core.h>\nsee src/a.rs\n- src/b.rs";
+        let arguments = json!({"file_path": "src/c.rs", "content": content}).to_string();
+        facts.learn(
+            &json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c", "type": "function",
+             "function": {"name": "write", "arguments": arguments}}]}),
+        );
+        assert_eq!(
+            facts.paths.iter().collect::<Vec<_>>(),
+            ["src/a.rs", "src/b.rs", "src/c.rs", "vsla/core.h"]
+        );
     }
 }

@@ -65,7 +65,12 @@ impl<'a> Working<'a> {
         let mut freed = 0;
         for &i in candidates {
             let item = &self.live[i];
-            let preview = view::preview_message(item.event, view::PREVIEW_CHARS, item.chars());
+            let preview = view::preview_message(
+                item.event,
+                view::PREVIEW_CHARS,
+                item.chars(),
+                self.error_lines,
+            );
             let reason = if view::has_images(item.event) {
                 Reason::OffloadedImage
             } else {
@@ -120,7 +125,7 @@ impl<'a> Working<'a> {
         if item.chars() <= max_chars as i64 {
             return None;
         }
-        let message = view::excerpt_message(item.event, max_chars, item.chars());
+        let message = view::excerpt_message(item.event, max_chars, item.chars(), self.error_lines);
         let shown = self.show_as(i, message, Reason::OffloadedLargeToolResult, id)?;
         self.live[i].excerpt = max_chars as i64;
         Some(shown)
@@ -152,7 +157,7 @@ impl<'a> Working<'a> {
         {
             return None;
         }
-        let message = view::archived_calls_message(item.event, item.chars());
+        let message = view::archived_calls_message(item.event, item.chars(), self.error_lines);
         self.show_as(i, message, Reason::OffloadedLongArguments, id)
     }
 
@@ -198,7 +203,7 @@ impl<'a> Working<'a> {
             {
                 continue;
             }
-            let mut reference = view::reference_message(item.event, item.chars());
+            let mut reference = view::reference_message(item.event, item.chars(), self.error_lines);
             reference.tokens = reference.cost(self.tokenizer);
             if reference.tokens >= item.tokens {
                 continue;

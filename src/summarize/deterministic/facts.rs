@@ -17,6 +17,7 @@ impl Digest {
         &mut self,
         events: &[&Event],
         may_set_first_request: bool,
+        errors: ErrorLines,
     ) -> LatestFacts {
         let mut latest = LatestFacts::default();
         // Tool results name their call by id; remember what each call was to say what failed.
@@ -94,9 +95,9 @@ impl Digest {
                             let index = self.get(Section::Errors).len() - 1;
                             open_errors.push((attempt, index, Vec::new()));
                             // The other lines that say what went wrong, as they read.
-                            let more = view::error_lines(m.content.text());
+                            let more = view::error_lines(m.content.text(), errors.failed + 1);
                             for other in more.into_iter().filter(|l| !line.starts_with(l)) {
-                                if self.get(Section::Errors).len() - index > FAILED_ERROR_LINES {
+                                if self.get(Section::Errors).len() - index > errors.failed {
                                     break;
                                 }
                                 self.push(Section::Errors, one_line(other, ERROR_CHARS));
@@ -105,7 +106,7 @@ impl Digest {
                             // A run that succeeded may still report errors (a test log, a
                             // linter): its error lines are facts too.
                             let text = m.content.text();
-                            for line in view::error_lines(text).into_iter().take(OK_ERROR_LINES) {
+                            for line in view::error_lines(text, errors.ok) {
                                 self.push(Section::Errors, one_line(line, ERROR_CHARS));
                             }
                             self.note_fixes(&mut open_errors, &attempt);

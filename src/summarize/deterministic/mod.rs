@@ -26,10 +26,23 @@ const ARGUMENT_CHARS: usize = 80;
 const TOUCHED_CHARS: usize = 160;
 const ERROR_CHARS: usize = 200;
 const CONSTRAINT_CHARS: usize = 200;
-/// The most error lines named for a failed tool run, besides the one that says what failed.
-const FAILED_ERROR_LINES: usize = 3;
-/// The most error lines named for a tool run that did not fail.
-const OK_ERROR_LINES: usize = 2;
+/// The most error lines named for a failed tool run, besides the one that says what failed, and
+/// for a run that did not fail, in a summary of `max_chars`: one and a half a thousand
+/// characters, at least 3 and 2 (6 and 3 in a 16K window's summary, 32 and 16 at 128K). A
+/// compiler run may print dozens of distinct diagnostics.
+fn error_lines(max_chars: usize) -> ErrorLines {
+    ErrorLines {
+        failed: (max_chars / 1_000).max(3),
+        ok: (max_chars / 2_000).max(2),
+    }
+}
+
+/// See [`error_lines`].
+#[derive(Debug, Clone, Copy)]
+struct ErrorLines {
+    failed: usize,
+    ok: usize,
+}
 const NOTE_CHARS: usize = 300;
 const PLAN_CHARS: usize = 400;
 const ANCHOR_CHARS: usize = 300;
@@ -90,7 +103,7 @@ fn summarize_with(request: SummaryRequest<'_>, narrative: Option<&str>) -> Summa
             true,
         ),
     };
-    let facts = digest.add_events(request.events, !foreign);
+    let facts = digest.add_events(request.events, !foreign, error_lines(request.max_chars));
     digest.dedupe_touched();
     if let Some(narrative) = narrative {
         // The model read the earlier summary: its narrative takes that one's place.

@@ -463,6 +463,46 @@ fn a_failed_build_is_listed_by_its_error_not_its_progress() {
     assert!(out.summary.anchors.tried_solution.contains("error[E0425]"));
 }
 
+/// A compiler run that printed dozens of distinct diagnostics: a small summary names the first
+/// few, a larger one more of them, each as it read.
+#[test]
+fn a_larger_summary_names_more_error_lines_of_a_failed_run() {
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "bash".into(),
+        arguments: json!({"command": "make"}),
+    };
+    let mut asking = message(Role::Assistant, "");
+    asking.tool_calls = vec![call];
+    let output: String = (1..=40)
+        .map(|i| format!("src/unified.c:{i}:12: error: no member named 'field{i}'\n"))
+        .collect();
+    let events = [
+        user(1, "fix the build"),
+        event(2, EventBody::Message(asking)),
+        result(3, "c1", &output, true),
+    ];
+    let events: Vec<&Event> = events.iter().collect();
+    let named = |max_chars: usize| {
+        let out = summarize(SummaryRequest {
+            previous: &Summary::default(),
+            events: &events,
+            max_chars,
+        });
+        assert!(out.summary.text.chars().count() <= max_chars);
+        (1..=40)
+            .filter(|i| {
+                let line = format!("src/unified.c:{i}:12: error: no member named 'field{i}'");
+                out.summary.text.contains(&line)
+            })
+            .count()
+    };
+    // The line that says what failed and three more; then one more a thousand characters.
+    assert_eq!(named(2_000), 4);
+    assert_eq!(named(12_800), 13);
+    assert_eq!(named(32_000), 33);
+}
+
 #[test]
 fn commands_keep_their_outcome_files_their_last_action_and_errors_their_fix() {
     let call = |id: &str, name: &str, arguments: Value| ToolCall {

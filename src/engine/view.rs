@@ -301,13 +301,16 @@ const ERROR_LINE_CHARS: usize = 160;
 /// [`ERROR_LINE_CHARS`]: what a model most needs of an output it no longer sees.
 pub fn error_lines(text: &str, max: usize) -> Vec<&str> {
     let mut found: Vec<&str> = Vec::new();
-    // Every such line holds one of these; searching for them skips most of a long output.
+    // Every such line holds one of these (its words in lower, capitalised or upper case);
+    // searching for them skips most of a long output.
     let finder = memchr::memmem::Finder::new;
     let needles = [
         finder("rror"),
+        finder("RROR"),
         finder("FAIL"),
         finder("panicked"),
         finder("xception"),
+        finder("XCEPTION"),
     ];
     let bytes = text.as_bytes();
     let mut at = 0;
@@ -491,6 +494,27 @@ mod tests {
             max_chars in 0usize..400,
         ) {
             proptest::prop_assert_eq!(head_of(&text, max_chars), head_of_chars(&text, max_chars));
+        }
+    }
+
+    proptest::proptest! {
+        /// The search for error lines finds every line that reads as one, in lower, capitalised
+        /// or upper case: `ERROR: not built` is an error line as much as `error: not built`.
+        #[test]
+        fn error_lines_are_every_line_that_reads_as_an_error(
+            lines in proptest::collection::vec(
+                "(  )?(ok|error|Error|ERROR|FAILED|panicked at|exception|Exception|EXCEPTION)(:|\\[E1\\])? [a-z]{1,12}",
+                0..30,
+            ),
+        ) {
+            let text = lines.join("\n");
+            let mut expected: Vec<&str> = Vec::new();
+            for line in text.lines().map(str::trim) {
+                if reads_as_error(line) && !expected.contains(&line) {
+                    expected.push(line);
+                }
+            }
+            proptest::prop_assert_eq!(error_lines(&text, 100), expected);
         }
     }
 

@@ -36,18 +36,31 @@ impl Digest {
                                 self.push(Section::Constraints, line);
                             }
                         }
-                        if may_set_first_request && self.get(Section::FirstRequest).is_empty() {
+                        let shown = if may_set_first_request
+                            && self.get(Section::FirstRequest).is_empty()
+                        {
                             self.push_quoted(
                                 Section::FirstRequest,
                                 m.content.text(),
                                 FIRST_REQUEST_CHARS,
                             );
-                            if let Some(block) = self.get_mut(Section::FirstRequest).first_mut() {
+                            let block = self.get_mut(Section::FirstRequest).first_mut();
+                            block.map_or_else(String::new, |block| {
                                 *block = referenced(event.seq, std::mem::take(block));
-                            }
+                                block.clone()
+                            })
                         } else {
                             let request = one_line(m.content.text(), REQUEST_CHARS);
-                            self.push(Section::Requests, referenced(event.seq, request));
+                            let request = referenced(event.seq, request);
+                            self.push(Section::Requests, request.clone());
+                            request
+                        };
+                        // The files a long request names past what its entry shows.
+                        for path in unshown_paths(m.content.text(), &shown) {
+                            self.push(
+                                Section::Touched,
+                                format!("{path}{LAST_ACTION}named by the user)"),
+                            );
                         }
                     }
                     Role::Assistant => {
@@ -205,10 +218,15 @@ impl Digest {
                     );
                     paths.push(path);
                 } else if COMMAND_KEYS.contains(key) {
-                    self.push(
-                        Section::Touched,
-                        one_line(&format!("$ {value}"), TOUCHED_CHARS),
-                    );
+                    let shown = one_line(&format!("$ {value}"), TOUCHED_CHARS);
+                    // A long command (a build line, a `git add` of many files) names files
+                    // past what its entry shows: each is listed as touched by the call.
+                    for path in unshown_paths(&value, &shown) {
+                        let action = one_line(&call.name, ARGUMENT_CHARS);
+                        self.push(Section::Touched, format!("{path}{LAST_ACTION}{action})"));
+                        paths.push(path);
+                    }
+                    self.push(Section::Touched, shown);
                     command = Some(self.get(Section::Touched).len() - 1);
                 }
                 named.push(format!("{key}={}", one_line(&value, ARGUMENT_CHARS)));
@@ -355,6 +373,29 @@ pub(super) fn error_line(text: &str, max_chars: usize) -> String {
         Some(line) => one_line(line, max_chars),
         None => first_line(text, max_chars),
     }
+}
+
+/// The file paths `text` names that its summary entry `shown` does not, once each, in order.
+fn unshown_paths(text: &str, shown: &str) -> Vec<String> {
+    let mut seen = HashSet::new();
+    file_paths(text)
+        .filter(|p| !shown.contains(p) && seen.insert(*p))
+        .map(|p| one_line(p, TOUCHED_CHARS))
+        .collect()
+}
+
+/// The words of a text that read as file paths: a `/` and a name with an extension, not a URL
+/// or an option (`src/lib.rs`, `/etc/hosts.conf`, `--out=x` is not one).
+fn file_paths(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| c.is_whitespace() || "\"'`,;|&()<>=".contains(c))
+        .map(|w| w.trim_matches(|c: char| ":.[]{}".contains(c)))
+        .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
+        .filter(|w| !w.starts_with('-') && !w.contains('*'))
+        .filter(|w| {
+            w.rsplit('/')
+                .next()
+                .is_some_and(|name| name.contains('.') && !name.starts_with('.'))
+        })
 }
 
 /// The text an argument value shows: strings as they are, lists of scalars joined by spaces.

@@ -159,6 +159,7 @@ impl<'c> MemorySession<'c> {
                 pinned: false,
                 metadata: None,
                 created_at: Utc::now(),
+                derived: Default::default(),
             });
         }
     }
@@ -228,6 +229,11 @@ impl<'c> MemorySession<'c> {
             let state = &self.state;
             let shown = |seq: i64| seq > state.checkpoint_seq || state.kept.contains(&seq);
             self.fragments.retain(shown);
+        }
+        // A replica keeps the events it read, with what it derived from them.
+        for event in events {
+            let seq = event.seq as usize;
+            self.log[seq - 1].derived = event.derived;
         }
         turn
     }

@@ -293,6 +293,7 @@ mod tests {
             metadata: metadata.and_then(|m| m.as_object().cloned()),
             tokens: 1,
             created_at: Utc::now(),
+            derived: Default::default(),
         }
     }
 

@@ -124,6 +124,7 @@ mod tests {
             metadata: None,
             tokens: 10,
             created_at: DateTime::UNIX_EPOCH,
+            derived: Default::default(),
         }
     }
 

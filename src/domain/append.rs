@@ -497,6 +497,7 @@ mod tests {
             metadata: None,
             tokens: 10,
             created_at: chrono::Utc::now(),
+            derived: Default::default(),
         };
         let facts = LogFacts {
             head_seq: 9,

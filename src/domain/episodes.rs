@@ -349,6 +349,7 @@ mod tests {
             pinned: false,
             metadata: None,
             created_at: chrono::Utc::now(),
+            derived: Default::default(),
         })
         .collect();
         let episodes = Episodes::from_events(&events);

@@ -33,6 +33,7 @@ impl Log {
             pinned: new.pinned,
             metadata: None,
             created_at: Utc::now(),
+            derived: Default::default(),
         });
         seq
     }

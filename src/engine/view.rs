@@ -223,7 +223,7 @@ pub fn preview_message(
             total - shown_chars,
             ObservationUri(event.seq)
         );
-        for line in error_lines(&text[shown.len()..], errors) {
+        for line in event_error_lines(event, &text, shown.len()..text.len(), errors) {
             content.push('\n');
             content.push_str(line);
         }
@@ -282,7 +282,8 @@ pub fn excerpt_message(
         total - offset - count(tail),
         ObservationUri(event.seq)
     );
-    for line in error_lines(middle, errors) {
+    let middle = head.len()..head.len() + middle.len();
+    for line in event_error_lines(event, &text, middle, errors) {
         content.push('\n');
         content.push_str(line);
     }
@@ -301,34 +302,56 @@ const ERROR_LINE_CHARS: usize = 160;
 /// [`ERROR_LINE_CHARS`]: what a model most needs of an output it no longer sees.
 pub fn error_lines(text: &str, max: usize) -> Vec<&str> {
     let mut found: Vec<&str> = Vec::new();
-    // Every such line holds one of these (its words in lower, capitalised or upper case);
-    // searching for them skips most of a long output.
-    let finder = memchr::memmem::Finder::new;
-    let needles = [
-        finder("rror"),
-        finder("RROR"),
-        finder("FAIL"),
-        finder("panicked"),
-        finder("xception"),
-        finder("XCEPTION"),
-    ];
     let bytes = text.as_bytes();
-    let mut at = 0;
-    while at < bytes.len() && found.len() < max {
-        let Some(hit) = needles.iter().filter_map(|n| n.find(&bytes[at..])).min() else {
+    // Where each needle next occurs: each is searched for again only once passed, so the text
+    // is read once per needle however many lines are found.
+    let mut next: Vec<Option<usize>> = ERROR_NEEDLES.iter().map(|n| n.find(bytes)).collect();
+    while found.len() < max {
+        let Some(hit) = next.iter().flatten().copied().min() else {
             break;
         };
-        let hit = at + hit;
         let start = memchr::memrchr(b'\n', &bytes[..hit]).map_or(0, |i| i + 1);
         let end = memchr::memchr(b'\n', &bytes[hit..]).map_or(bytes.len(), |i| hit + i);
         let line = text[start..end].trim();
         if reads_as_error(line) && !found.contains(&line) {
             found.push(text::prefix_chars(line, ERROR_LINE_CHARS));
         }
-        at = end + 1;
+        let after = (end + 1).min(bytes.len());
+        for (position, needle) in next.iter_mut().zip(ERROR_NEEDLES.iter()) {
+            if position.is_some_and(|p| p < after) {
+                *position = needle.find(&bytes[after..]).map(|p| after + p);
+            }
+        }
     }
     found
 }
+
+/// [`error_lines`] of `range` of `text`, the text [`shown_text`] gave for `event`. They are kept
+/// with the event: a reduced item names them on every call, and a long output's would otherwise
+/// be searched for again each time.
+fn event_error_lines<'t>(
+    event: &Event,
+    text: &'t str,
+    range: std::ops::Range<usize>,
+    max: usize,
+) -> impl Iterator<Item = &'t str> {
+    let spans = event.derived.error_lines(range.clone(), max, || {
+        let part = &text[range.clone()];
+        error_lines(part, max)
+            .into_iter()
+            .map(|line| (line.as_ptr() as usize - text.as_ptr() as usize, line.len()))
+            .collect()
+    });
+    spans.into_iter().map(|(at, len)| &text[at..at + len])
+}
+
+/// Every line that [`reads_as_error`] holds one of these (its words in lower, capitalised or
+/// upper case): searching for them skips most of a long output.
+static ERROR_NEEDLES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 6]> =
+    std::sync::LazyLock::new(|| {
+        ["rror", "RROR", "FAIL", "panicked", "xception", "XCEPTION"]
+            .map(memchr::memmem::Finder::new)
+    });
 
 /// Whether a line says what failed: `error…`, `error:`, `error[`, `FAILED`, `panicked at`,
 /// `exception`. What a reduced tool result keeps, and what the replay counts as an error fact.
@@ -380,7 +403,7 @@ fn referenced(
 ) -> ViewMessage<'_> {
     let (text, total) = shown_text(event, chars);
     let mut content = head(total, ObservationUri(event.seq));
-    for line in error_lines(&text, errors) {
+    for line in event_error_lines(event, &text, 0..text.len(), errors) {
         content.push('\n');
         content.push_str(line);
     }
@@ -515,6 +538,54 @@ mod tests {
                 }
             }
             proptest::prop_assert_eq!(error_lines(&text, 100), expected);
+        }
+    }
+
+    /// A reduced item's error lines are kept with the event: rendered again as another
+    /// projection, with another size or another number of lines, it names what the same event
+    /// read afresh names.
+    #[test]
+    fn error_lines_kept_with_an_event_are_those_a_fresh_copy_finds() {
+        let output: String = (0..60)
+            .map(|i| format!("ok {i}\nerror[E{i:04}]: at src/m{i}.rs\n"))
+            .collect();
+        let event = Event {
+            seq: 7,
+            id: None,
+            body: EventBody::Message(crate::domain::event::Message {
+                role: Role::Tool,
+                content: output.as_str().into(),
+                tool_calls: Vec::new(),
+                tool_call_id: Some("c".into()),
+                name: Some("shell".into()),
+                is_error: None,
+            }),
+            pinned: false,
+            metadata: None,
+            tokens: 0,
+            created_at: chrono::DateTime::UNIX_EPOCH,
+            derived: Default::default(),
+        };
+        let chars = content_chars(&event);
+        type Render = fn(&Event, i64, usize) -> ViewMessage<'_>;
+        let renders: [(&str, Render); 4] = [
+            ("reference", reference_message),
+            ("preview", |e, c, n| preview_message(e, 200, c, n)),
+            ("wider preview", |e, c, n| preview_message(e, 900, c, n)),
+            ("excerpt", |e, c, n| excerpt_message(e, 600, c, n)),
+        ];
+        for max in [4, 31, 2, 48, 4] {
+            for (name, render) in renders {
+                let kept = render(&event, chars, max).content.into_owned();
+                let fresh = Event {
+                    derived: Default::default(),
+                    ..event.clone()
+                };
+                let found = render(&fresh, chars, max).content.into_owned();
+                assert_eq!(kept, found, "{name} naming {max}");
+                let named = kept.lines().filter(|l| l.starts_with("error[")).count();
+                assert!(named >= max.min(20), "{name} named {named} of {max}");
+            }
         }
     }
 

@@ -204,6 +204,7 @@ impl From<EventRow> for Event {
             metadata: row.metadata,
             tokens: row.tokens,
             created_at: row.created_at,
+            derived: Default::default(),
         }
     }
 }
@@ -242,6 +243,7 @@ impl JoinedEventRow {
             metadata: self.metadata,
             tokens: self.tokens.ok_or_else(|| missing("tokens"))?,
             created_at: self.created_at.ok_or_else(|| missing("created_at"))?,
+            derived: Default::default(),
         }))
     }
 }

@@ -374,6 +374,72 @@ pub struct Event {
     /// Token cost of the event with the session's tokenizer, computed once at append.
     pub tokens: i64,
     pub created_at: DateTime<Utc>,
+    /// What a replica works out from the content once and keeps while it holds the event in
+    /// memory; never stored or sent.
+    #[serde(skip)]
+    pub derived: Derived,
+}
+
+/// Facts a replica derives from an event's content, each worked out once per copy of the event
+/// it holds (and again only when asked about another part). They never make two events differ.
+#[derive(Debug, Default)]
+pub struct Derived {
+    /// The error lines last found in a part of the shown text, for each kind of reduced item
+    /// (a whole text, a part of it): a reduced item names them on every call, and a long
+    /// output's would otherwise be searched for again each time.
+    error_lines: std::sync::Mutex<[Option<ErrorLines>; 2]>,
+}
+
+/// Error lines found in `range` of a text, at most `max` of them, as spans (byte offset,
+/// length) of the text.
+#[derive(Debug, Clone)]
+struct ErrorLines {
+    range: std::ops::Range<usize>,
+    max: usize,
+    spans: Box<[(usize, usize)]>,
+}
+
+impl Derived {
+    /// The spans of the error lines in `range` of the event's shown text, at most `max` of them,
+    /// worked out by `find` unless they were last time.
+    pub fn error_lines(
+        &self,
+        range: std::ops::Range<usize>,
+        max: usize,
+        find: impl FnOnce() -> Vec<(usize, usize)>,
+    ) -> Vec<(usize, usize)> {
+        // A whole text and a part of one are kept apart: an item moving from a preview to a
+        // reference keeps both.
+        let slot = usize::from(range.start != 0);
+        let mut memo = self.error_lines.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(found) = &memo[slot] {
+            if found.range == range && found.max == max {
+                return found.spans.to_vec();
+            }
+        }
+        let spans = find();
+        memo[slot] = Some(ErrorLines {
+            range,
+            max,
+            spans: spans.clone().into_boxed_slice(),
+        });
+        spans
+    }
+}
+
+impl Clone for Derived {
+    fn clone(&self) -> Self {
+        let memo = self.error_lines.lock().unwrap_or_else(|e| e.into_inner());
+        Self {
+            error_lines: std::sync::Mutex::new(memo.clone()),
+        }
+    }
+}
+
+impl PartialEq for Derived {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl Event {

@@ -196,6 +196,7 @@ fn a_retry_is_the_same_event_whichever_form_its_arguments_take() {
         pinned: new.pinned,
         metadata: new.metadata,
         created_at: Utc::now(),
+        derived: Default::default(),
     };
     let object = stored(call(json!({"path": "src"})));
     assert!(object.same_as(&call(json!("{\"path\":\"src\"}"))));

@@ -18,6 +18,7 @@ fn event(seq: i64, body: EventBody) -> Event {
         metadata: None,
         tokens: 0,
         created_at: DateTime::UNIX_EPOCH,
+        derived: Default::default(),
     }
 }
 

@@ -571,6 +571,7 @@ mod tests {
             metadata: None,
             tokens: 0,
             created_at: DateTime::UNIX_EPOCH,
+            derived: Default::default(),
         };
         vec![
             message(7, Role::User, "Please fix the login bug."),

@@ -281,6 +281,7 @@ mod tests {
                 metadata: None,
                 tokens: 0,
                 created_at: chrono::DateTime::UNIX_EPOCH,
+                derived: Default::default(),
             })
             .collect();
         let events: Vec<&Event> = events.iter().collect();

@@ -188,9 +188,13 @@ fn shown_text(event: &Event, chars: i64) -> (Cow<'_, str>, i64) {
 }
 
 /// An event's message with `content` in place of its own.
-fn reduced_message(event: &Event, content: String, projection: Projection) -> ViewMessage<'_> {
+fn reduced_message<'e>(
+    event: &'e Event,
+    content: Cow<'e, str>,
+    projection: Projection,
+) -> ViewMessage<'e> {
     ViewMessage {
-        content: Cow::Owned(content),
+        content,
         parts: Cow::Borrowed(&[]),
         projection,
         tokens: 0,
@@ -207,29 +211,49 @@ pub fn preview_message(
     chars: i64,
     errors: usize,
 ) -> ViewMessage<'_> {
-    let (text, total) = shown_text(event, chars);
-    let shown = head_of(&text, max_chars);
-    let shown_chars = if shown.is_ascii() {
-        shown.len()
-    } else {
-        shown.chars().count()
-    } as i64;
-    let mut content = String::with_capacity(shown.len() + 96);
-    content.push_str(shown);
-    if shown_chars < total || !has_images(event) {
-        let _ = write!(
-            content,
-            "\n[… {} more characters offloaded; recall {}?offset={shown_chars}]",
-            total - shown_chars,
-            ObservationUri(event.seq)
-        );
-        for line in event_error_lines(event, &text, shown.len()..text.len(), errors) {
-            content.push('\n');
-            content.push_str(line);
+    let key = [max_chars as i64, errors as i64, chars];
+    let content = event.derived.shown(Shown::Preview as usize, key, || {
+        let (text, total) = shown_text(event, chars);
+        let shown = head_of(&text, max_chars);
+        let shown_chars = if shown.is_ascii() {
+            shown.len()
+        } else {
+            shown.chars().count()
+        } as i64;
+        let mut content = String::with_capacity(shown.len() + 96);
+        content.push_str(shown);
+        if shown_chars < total || !has_images(event) {
+            let _ = write!(
+                content,
+                "\n[… {} more characters offloaded; recall {}?offset={shown_chars}]",
+                total - shown_chars,
+                ObservationUri(event.seq)
+            );
+            push_lines(&mut content, error_lines(&text[shown.len()..], errors));
         }
-    }
-    image_references(event, &mut content);
+        image_references(event, &mut content);
+        content
+    });
     reduced_message(event, content, Projection::Preview)
+}
+
+/// The ways an event is shown reduced, each kept with the event once made
+/// ([`Derived::shown`](crate::domain::event::Derived::shown)).
+enum Shown {
+    Preview,
+    Excerpt,
+    Reference,
+    Archived,
+}
+
+const _: () = assert!(Shown::Archived as usize + 1 == crate::domain::event::SHOWN_KINDS);
+
+/// Writes each of `lines` on a line of its own.
+fn push_lines<'t>(content: &mut String, lines: impl IntoIterator<Item = &'t str>) {
+    for line in lines {
+        content.push('\n');
+        content.push_str(line);
+    }
 }
 
 /// Whether an event's content holds images.
@@ -267,29 +291,29 @@ pub fn excerpt_message(
     chars: i64,
     errors: usize,
 ) -> ViewMessage<'_> {
-    let (text, total) = shown_text(event, chars);
-    let head = text::prefix_chars(&text, max_chars * 2 / 3);
-    let rest = &text[head.len()..];
-    let tail = text::suffix_chars(rest, max_chars / 3);
-    let middle = &rest[..rest.len() - tail.len()];
-    let count = |s: &str| if s.is_ascii() { s.len() } else { s.chars().count() } as i64;
-    let offset = count(head);
-    let mut content = String::with_capacity(head.len() + tail.len() + 200);
-    content.push_str(head);
-    let _ = write!(
-        content,
-        "\n[… {} characters offloaded; recall {}?offset={offset}]",
-        total - offset - count(tail),
-        ObservationUri(event.seq)
-    );
-    let middle = head.len()..head.len() + middle.len();
-    for line in event_error_lines(event, &text, middle, errors) {
+    let key = [max_chars as i64, errors as i64, chars];
+    let content = event.derived.shown(Shown::Excerpt as usize, key, || {
+        let (text, total) = shown_text(event, chars);
+        let head = text::prefix_chars(&text, max_chars * 2 / 3);
+        let rest = &text[head.len()..];
+        let tail = text::suffix_chars(rest, max_chars / 3);
+        let middle = &rest[..rest.len() - tail.len()];
+        let count = |s: &str| if s.is_ascii() { s.len() } else { s.chars().count() } as i64;
+        let offset = count(head);
+        let mut content = String::with_capacity(head.len() + tail.len() + 200);
+        content.push_str(head);
+        let _ = write!(
+            content,
+            "\n[… {} characters offloaded; recall {}?offset={offset}]",
+            total - offset - count(tail),
+            ObservationUri(event.seq)
+        );
+        push_lines(&mut content, error_lines(middle, errors));
         content.push('\n');
-        content.push_str(line);
-    }
-    content.push('\n');
-    content.push_str(tail);
-    image_references(event, &mut content);
+        content.push_str(tail);
+        image_references(event, &mut content);
+        content
+    });
     reduced_message(event, content, Projection::Preview)
 }
 
@@ -326,25 +350,6 @@ pub fn error_lines(text: &str, max: usize) -> Vec<&str> {
     found
 }
 
-/// [`error_lines`] of `range` of `text`, the text [`shown_text`] gave for `event`. They are kept
-/// with the event: a reduced item names them on every call, and a long output's would otherwise
-/// be searched for again each time.
-fn event_error_lines<'t>(
-    event: &Event,
-    text: &'t str,
-    range: std::ops::Range<usize>,
-    max: usize,
-) -> impl Iterator<Item = &'t str> {
-    let spans = event.derived.error_lines(range.clone(), max, || {
-        let part = &text[range.clone()];
-        error_lines(part, max)
-            .into_iter()
-            .map(|line| (line.as_ptr() as usize - text.as_ptr() as usize, line.len()))
-            .collect()
-    });
-    spans.into_iter().map(|(at, len)| &text[at..at + len])
-}
-
 /// Every line that [`reads_as_error`] holds one of these (its words in lower, capitalised or
 /// upper case): searching for them skips most of a long output.
 static ERROR_NEEDLES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 6]> =
@@ -369,7 +374,7 @@ pub fn reads_as_error(line: &str) -> bool {
 /// An event shown only by its observation reference, and at most `errors` error lines of its
 /// text. `chars` is the event's [`content_chars`]. Its `tokens` are left for the caller.
 pub fn reference_message(event: &Event, chars: i64, errors: usize) -> ViewMessage<'_> {
-    referenced(event, chars, errors, |total, uri| {
+    referenced(event, chars, errors, Shown::Reference, |total, uri| {
         format!("[{total} characters offloaded; recall {uri}]")
     })
 }
@@ -382,7 +387,7 @@ pub fn archived_message(event: &Event, chars: i64, errors: usize) -> ViewMessage
     match &event.body {
         EventBody::Message(message) if message.role == Role::Tool => {
             let tool = message.name.as_deref().unwrap_or("tool");
-            referenced(event, chars, errors, |total, uri| {
+            referenced(event, chars, errors, Shown::Archived, |total, uri| {
                 format!("[{tool} result archived, {total} characters; recall {uri}]")
             })
         }
@@ -399,15 +404,18 @@ fn referenced(
     event: &Event,
     chars: i64,
     errors: usize,
-    head: impl FnOnce(i64, ObservationUri) -> String,
+    kind: Shown,
+    head: impl Fn(i64, ObservationUri) -> String,
 ) -> ViewMessage<'_> {
-    let (text, total) = shown_text(event, chars);
-    let mut content = head(total, ObservationUri(event.seq));
-    for line in event_error_lines(event, &text, 0..text.len(), errors) {
-        content.push('\n');
-        content.push_str(line);
-    }
-    image_references(event, &mut content);
+    let content = event
+        .derived
+        .shown(kind as usize, [0, errors as i64, chars], || {
+            let (text, total) = shown_text(event, chars);
+            let mut content = head(total, ObservationUri(event.seq));
+            push_lines(&mut content, error_lines(&text, errors));
+            image_references(event, &mut content);
+            content
+        });
     let mut message = reduced_message(event, content, Projection::Reference);
     // A call's long arguments go by reference too: an item shown by reference is small.
     if has_long_arguments(event) {
@@ -541,11 +549,11 @@ mod tests {
         }
     }
 
-    /// A reduced item's error lines are kept with the event: rendered again as another
-    /// projection, with another size or another number of lines, it names what the same event
-    /// read afresh names.
+    /// The text of a reduced item is kept with the event: shown again as another projection,
+    /// at another size or naming another number of error lines, it reads as the same event read
+    /// afresh shows it.
     #[test]
-    fn error_lines_kept_with_an_event_are_those_a_fresh_copy_finds() {
+    fn a_reduced_text_kept_with_an_event_is_what_a_fresh_copy_shows() {
         let output: String = (0..60)
             .map(|i| format!("ok {i}\nerror[E{i:04}]: at src/m{i}.rs\n"))
             .collect();

@@ -380,58 +380,36 @@ pub struct Event {
     pub derived: Derived,
 }
 
-/// Facts a replica derives from an event's content, each worked out once per copy of the event
-/// it holds (and again only when asked about another part). They never make two events differ.
-#[derive(Debug, Default)]
+/// What a replica works out from an event once and keeps while it holds the event: the text
+/// of each way the event can be shown reduced. A view shows many items reduced, and each would
+/// otherwise be cut and searched for its error lines again on every call. It never makes two
+/// events differ.
+#[derive(Debug, Clone, Default)]
 pub struct Derived {
-    /// The error lines last found in a part of the shown text, for each kind of reduced item
-    /// (a whole text, a part of it): a reduced item names them on every call, and a long
-    /// output's would otherwise be searched for again each time.
-    error_lines: std::sync::Mutex<[Option<ErrorLines>; 2]>,
+    shown: [std::sync::OnceLock<ShownText>; SHOWN_KINDS],
 }
 
-/// Error lines found in `range` of a text, at most `max` of them, as spans (byte offset,
-/// length) of the text.
+/// How many ways an event can be shown reduced (the engine's preview, excerpt, reference and
+/// archived reference).
+pub const SHOWN_KINDS: usize = 4;
+
+/// A reduced text and what it was made from.
 #[derive(Debug, Clone)]
-struct ErrorLines {
-    range: std::ops::Range<usize>,
-    max: usize,
-    spans: Box<[(usize, usize)]>,
+struct ShownText {
+    key: [i64; 3],
+    text: String,
 }
 
 impl Derived {
-    /// The spans of the error lines in `range` of the event's shown text, at most `max` of them,
-    /// worked out by `find` unless they were last time.
-    pub fn error_lines(
-        &self,
-        range: std::ops::Range<usize>,
-        max: usize,
-        find: impl FnOnce() -> Vec<(usize, usize)>,
-    ) -> Vec<(usize, usize)> {
-        // A whole text and a part of one are kept apart: an item moving from a preview to a
-        // reference keeps both.
-        let slot = usize::from(range.start != 0);
-        let mut memo = self.error_lines.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(found) = &memo[slot] {
-            if found.range == range && found.max == max {
-                return found.spans.to_vec();
-            }
-        }
-        let spans = find();
-        memo[slot] = Some(ErrorLines {
-            range,
-            max,
-            spans: spans.clone().into_boxed_slice(),
-        });
-        spans
-    }
-}
-
-impl Clone for Derived {
-    fn clone(&self) -> Self {
-        let memo = self.error_lines.lock().unwrap_or_else(|e| e.into_inner());
-        Self {
-            error_lines: std::sync::Mutex::new(memo.clone()),
+    /// The text the event is shown as in way `kind` (below [`SHOWN_KINDS`]), made from `key`
+    /// (the sizes it depends on) by `make`. The first text of each kind is kept and borrowed
+    /// while its key is asked for again; another key's is made afresh each time.
+    pub fn shown(&self, kind: usize, key: [i64; 3], make: impl Fn() -> String) -> Cow<'_, str> {
+        let kept = self.shown[kind].get_or_init(|| ShownText { key, text: make() });
+        if kept.key == key {
+            Cow::Borrowed(&kept.text)
+        } else {
+            Cow::Owned(make())
         }
     }
 }

@@ -137,7 +137,8 @@ impl CachedView {
 const EVENT_OVERHEAD: usize = 256;
 
 /// The bytes an event holds: every string it owns (ids, names, content, conclusion,
-/// dependencies), its tool calls' arguments and its metadata, walked node by node.
+/// dependencies), its tool calls' arguments and its metadata, walked node by node, and the
+/// reduced texts the engine kept with it.
 fn event_bytes(event: &Event) -> usize {
     let text = |s: &Option<String>| s.as_ref().map_or(0, |s| s.len());
     let body = match &event.body {
@@ -161,7 +162,8 @@ fn event_bytes(event: &Event) -> usize {
         EventBody::EpisodeEnd(e) => e.name.len() + e.conclusion.len(),
         EventBody::Note(n) => n.content.len(),
     };
-    EVENT_OVERHEAD + text(&event.id) + body + event.metadata.as_ref().map_or(0, map_bytes)
+    let derived = event.derived.bytes();
+    EVENT_OVERHEAD + text(&event.id) + body + event.metadata.as_ref().map_or(0, map_bytes) + derived
 }
 
 /// The bytes a JSON value holds: a node per value, and the text of its strings and keys.
@@ -343,6 +345,21 @@ mod tests {
                 "{what}: a view of more than the budget is refused"
             );
         }
+    }
+
+    /// The texts the engine keeps with an event (its reduced projections) count against the
+    /// budget like the event's own.
+    #[test]
+    fn an_event_counts_the_reduced_texts_kept_with_it() {
+        let shown = event(1, "ok", Value::Null, None);
+        let plain = view_of(vec![shown.clone()]).bytes();
+        let kept = shown.derived.shown(0, [1, 2, 3], || "x".repeat(2 * MB));
+        assert_eq!(kept.len(), 2 * MB);
+        let counted = view_of(vec![shown]).bytes();
+        assert!(
+            counted >= plain + 2 * MB,
+            "{plain} -> {counted} bytes counted"
+        );
     }
 
     #[test]

@@ -412,6 +412,13 @@ impl Derived {
             Cow::Owned(make())
         }
     }
+
+    /// The bytes the kept texts hold.
+    pub fn bytes(&self) -> usize {
+        let kept = self.shown.iter().filter_map(|shown| shown.get());
+        kept.map(|shown| std::mem::size_of::<ShownText>() + shown.text.len())
+            .sum()
+    }
 }
 
 impl PartialEq for Derived {

@@ -597,6 +597,56 @@ mod tests {
         }
     }
 
+    /// A reduced item's text is made once: shown again with the same sizes, the view borrows
+    /// the text kept with the event instead of cutting and searching the output again (what
+    /// keeps a view of many reduced items fast, `benches/compact.rs`).
+    #[test]
+    fn a_reduced_text_is_made_once_and_borrowed_after() {
+        let output = "error: the build failed\n".repeat(400);
+        let event = Event {
+            seq: 9,
+            id: None,
+            body: EventBody::Message(crate::domain::event::Message {
+                role: Role::Tool,
+                content: output.as_str().into(),
+                tool_calls: Vec::new(),
+                tool_call_id: Some("c".into()),
+                name: Some("shell".into()),
+                is_error: None,
+            }),
+            pinned: false,
+            metadata: None,
+            tokens: 0,
+            created_at: chrono::DateTime::UNIX_EPOCH,
+            derived: Default::default(),
+        };
+        let chars = content_chars(&event);
+        type Render = fn(&Event, i64, usize) -> ViewMessage<'_>;
+        let renders: [(&str, Render); 4] = [
+            ("preview", |e, c, n| preview_message(e, PREVIEW_CHARS, c, n)),
+            ("excerpt", |e, c, n| excerpt_message(e, 3_000, c, n)),
+            ("reference", reference_message),
+            ("archived", archived_message),
+        ];
+        for (name, render) in renders {
+            let first = render(&event, chars, 4).content;
+            let again = render(&event, chars, 4).content;
+            let (Cow::Borrowed(first), Cow::Borrowed(again)) = (first, again) else {
+                panic!("{name}: made again");
+            };
+            assert!(std::ptr::eq(first, again), "{name}: another copy");
+            // Another size is made afresh, and the kept text stays.
+            assert!(
+                matches!(render(&event, chars, 5).content, Cow::Owned(_)),
+                "{name}"
+            );
+            assert!(
+                matches!(render(&event, chars, 4).content, Cow::Borrowed(_)),
+                "{name}"
+            );
+        }
+    }
+
     #[test]
     fn previews_stop_at_the_line_or_character_bound() {
         let many_lines: String = (0..100).map(|i| format!("line {i}\n")).collect();

@@ -234,7 +234,7 @@ pub struct SessionConfig {
     /// a larger one is shown as its head and tail with its `observation://` reference, even
     /// while recent.
     #[serde(default = "SessionConfig::default_item_max_share")]
-    #[schema(default = 0.06, exclusive_minimum = 0, maximum = 1)]
+    #[schema(default = 0.05, exclusive_minimum = 0, maximum = 1)]
     pub item_max_share: f64,
     /// The longest summary, in characters (default: about a tenth of the window in tokens, at
     /// four characters a token: at least 2000 and at most 32000, never more than the window).
@@ -269,7 +269,7 @@ impl SessionConfig {
         0.15
     }
     fn default_item_max_share() -> f64 {
-        0.06
+        0.05
     }
 
     /// The bound on the summary's length in characters.
@@ -613,7 +613,7 @@ mod tests {
         assert_eq!(s.config.thresholds.warn, 0.70);
         assert_eq!(s.config.thresholds.emergency, 0.95);
         assert_eq!(s.config.tail_max_share, 0.15);
-        assert_eq!(s.config.item_max_share, 0.06);
+        assert_eq!(s.config.item_max_share, 0.05);
         assert_eq!(s.config.min_tail_messages, 6);
         assert_eq!(s.config.offload_threshold_chars, 4_000);
         assert!(s.validate().is_empty());

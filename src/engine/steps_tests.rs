@@ -223,9 +223,10 @@ async fn masking_comes_before_summarising() {
     log.user("Find the bug.");
     let mut results = Vec::new();
     let mut calls = Vec::new();
-    for i in 0..16 {
+    // ~400 tokens each: under the per-item cap.
+    for i in 0..20 {
         calls.push(log.call(&format!("c{i}")));
-        results.push(log.result(&format!("c{i}"), 2_000));
+        results.push(log.result(&format!("c{i}"), 1_600));
     }
     log.user("What did you find?");
     let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)

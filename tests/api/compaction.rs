@@ -48,7 +48,8 @@ async fn grow(app: &TestApp, id: &str, turns: usize, tag: &str) -> Vec<Value> {
         let mut batch = vec![user(&format!(
             "{tag} request {turn}: please check the logs"
         ))];
-        batch.extend(exchange(&format!("{tag}{turn}"), 1_500));
+        // A result under the per-item cap (5 % of the room: 375 tokens here).
+        batch.extend(exchange(&format!("{tag}{turn}"), 1_400));
         batch.push(json!({"type": "message", "role": "assistant",
             "content": format!("analysis {turn}: {}", "the logs show a retry storm. ".repeat(25))}));
         assert_eq!(
@@ -137,7 +138,7 @@ on_both_backends! {
         let id = small_session(&app).await;
         // Results under the per-item cap, so the view is past the soft tier after the caps.
         let mut batch = vec![user("start")];
-        for i in 0..16 { batch.extend(exchange(&format!("c{i}"), 1_600)); }
+        for i in 0..18 { batch.extend(exchange(&format!("c{i}"), 1_400)); }
         batch.push(user("continue"));
         app.append(&id, Value::Array(batch)).await;
         let dry = compact(&app, &id, json!({"mode": "dry_run"})).await;

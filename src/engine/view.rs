@@ -549,20 +549,14 @@ mod tests {
         }
     }
 
-    /// The text of a reduced item is kept with the event: shown again as another projection,
-    /// at another size or naming another number of error lines, it reads as the same event read
-    /// afresh shows it.
-    #[test]
-    fn a_reduced_text_kept_with_an_event_is_what_a_fresh_copy_shows() {
-        let output: String = (0..60)
-            .map(|i| format!("ok {i}\nerror[E{i:04}]: at src/m{i}.rs\n"))
-            .collect();
-        let event = Event {
-            seq: 7,
+    /// A shell's result event at `seq` with `output` as its content.
+    fn shell_result(seq: i64, output: &str) -> Event {
+        Event {
+            seq,
             id: None,
             body: EventBody::Message(crate::domain::event::Message {
                 role: Role::Tool,
-                content: output.as_str().into(),
+                content: output.into(),
                 tool_calls: Vec::new(),
                 tool_call_id: Some("c".into()),
                 name: Some("shell".into()),
@@ -573,7 +567,18 @@ mod tests {
             tokens: 0,
             created_at: chrono::DateTime::UNIX_EPOCH,
             derived: Default::default(),
-        };
+        }
+    }
+
+    /// The text of a reduced item is kept with the event: shown again as another projection,
+    /// at another size or naming another number of error lines, it reads as the same event read
+    /// afresh shows it.
+    #[test]
+    fn a_reduced_text_kept_with_an_event_is_what_a_fresh_copy_shows() {
+        let output: String = (0..60)
+            .map(|i| format!("ok {i}\nerror[E{i:04}]: at src/m{i}.rs\n"))
+            .collect();
+        let event = shell_result(7, &output);
         let chars = content_chars(&event);
         type Render = fn(&Event, i64, usize) -> ViewMessage<'_>;
         let renders: [(&str, Render); 4] = [
@@ -603,23 +608,7 @@ mod tests {
     #[test]
     fn a_reduced_text_is_made_once_and_borrowed_after() {
         let output = "error: the build failed\n".repeat(400);
-        let event = Event {
-            seq: 9,
-            id: None,
-            body: EventBody::Message(crate::domain::event::Message {
-                role: Role::Tool,
-                content: output.as_str().into(),
-                tool_calls: Vec::new(),
-                tool_call_id: Some("c".into()),
-                name: Some("shell".into()),
-                is_error: None,
-            }),
-            pinned: false,
-            metadata: None,
-            tokens: 0,
-            created_at: chrono::DateTime::UNIX_EPOCH,
-            derived: Default::default(),
-        };
+        let event = shell_result(9, &output);
         let chars = content_chars(&event);
         type Render = fn(&Event, i64, usize) -> ViewMessage<'_>;
         let renders: [(&str, Render); 4] = [

@@ -1,0 +1,113 @@
+//! The error lines a summary names for the runs it folds.
+
+use super::*;
+
+#[test]
+fn the_error_line_of_a_failed_output_is_the_one_that_says_what_failed() {
+    let cases = [
+        (
+            "   Compiling billing v0.3.1 (/src/billing)\nerror[E0308]: mismatched types\n  --> src/lib.rs:3:5",
+            "error[E0308]: mismatched types",
+        ),
+        (
+            "Compiling billing v0.3.1\nerror: could not compile `billing`",
+            "error: could not compile `billing`",
+        ),
+        (
+            "Traceback (most recent call last):\n  File \"a.py\", line 1, in <module>\n    import foo\nModuleNotFoundError: No module named 'foo'\n",
+            "ModuleNotFoundError: No module named 'foo'",
+        ),
+        (
+            "collected 3 items\n\ntests/test_a.py ..F\nFAILED tests/test_a.py::test_c - assert 1 == 2",
+            "FAILED tests/test_a.py::test_c - assert 1 == 2",
+        ),
+        (
+            "running 1 test\nthread 'main' panicked at src/main.rs:2:5:\nboom",
+            "thread 'main' panicked at src/main.rs:2:5:",
+        ),
+        (
+            "> build\n> tsc\nError: Cannot find module 'x'",
+            "Error: Cannot find module 'x'",
+        ),
+        // Nothing reads as an error: the first line is all there is.
+        ("\n permission denied \nmore", "permission denied"),
+    ];
+    for (output, expected) in cases {
+        assert_eq!(facts::error_line(output, 200), expected, "{output:?}");
+    }
+}
+
+#[test]
+fn a_failed_build_is_listed_by_its_error_not_its_progress() {
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "bash".into(),
+        arguments: json!({"command": "cargo build"}),
+    };
+    let mut asking = message(Role::Assistant, "");
+    asking.tool_calls = vec![call];
+    let events = [
+        user(1, "fix the build"),
+        event(2, EventBody::Message(asking)),
+        result(
+            3,
+            "c1",
+            "   Compiling billing v0.3.1\nerror[E0425]: cannot find value `rate` in this scope",
+            true,
+        ),
+    ];
+    let events: Vec<&Event> = events.iter().collect();
+    let previous = Summary::default();
+    let out = summarize(SummaryRequest {
+        previous: &previous,
+        events: &events,
+        max_chars: 2_000,
+    });
+    let text = &out.summary.text;
+    assert!(
+        text.contains("error[E0425]: cannot find value `rate` in this scope"),
+        "{text}"
+    );
+    assert!(!text.contains("Compiling billing"), "{text}");
+    assert!(out.summary.anchors.tried_solution.contains("error[E0425]"));
+}
+
+/// A compiler run that printed dozens of distinct diagnostics: a small summary names the first
+/// few, a larger one more of them, each as it read.
+#[test]
+fn a_larger_summary_names_more_error_lines_of_a_failed_run() {
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "bash".into(),
+        arguments: json!({"command": "make"}),
+    };
+    let mut asking = message(Role::Assistant, "");
+    asking.tool_calls = vec![call];
+    let output: String = (1..=40)
+        .map(|i| format!("src/unified.c:{i}:12: error: no member named 'field{i}'\n"))
+        .collect();
+    let events = [
+        user(1, "fix the build"),
+        event(2, EventBody::Message(asking)),
+        result(3, "c1", &output, true),
+    ];
+    let events: Vec<&Event> = events.iter().collect();
+    let named = |max_chars: usize| {
+        let out = summarize(SummaryRequest {
+            previous: &Summary::default(),
+            events: &events,
+            max_chars,
+        });
+        assert!(out.summary.text.chars().count() <= max_chars);
+        (1..=40)
+            .filter(|i| {
+                let line = format!("src/unified.c:{i}:12: error: no member named 'field{i}'");
+                out.summary.text.contains(&line)
+            })
+            .count()
+    };
+    // The line that says what failed and three more; then one more a thousand characters.
+    assert_eq!(named(2_000), 4);
+    assert_eq!(named(12_800), 13);
+    assert_eq!(named(32_000), 33);
+}

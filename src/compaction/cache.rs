@@ -268,7 +268,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::domain::event::{Message, Role, ToolCall};
+    use crate::domain::event::{Message, Role, ShownAs, ToolCall};
 
     fn event(seq: i64, content: &str, arguments: Value, metadata: Option<Value>) -> Event {
         let tool_calls = if arguments.is_null() {
@@ -353,7 +353,9 @@ mod tests {
     fn an_event_counts_the_reduced_texts_kept_with_it() {
         let shown = event(1, "ok", Value::Null, None);
         let plain = view_of(vec![shown.clone()]).bytes();
-        let kept = shown.derived.shown(0, [1, 2, 3], || "x".repeat(2 * MB));
+        let kept = shown
+            .derived
+            .shown(ShownAs::Preview, [1, 2, 3], || "x".repeat(2 * MB));
         assert_eq!(kept.len(), 2 * MB);
         let counted = view_of(vec![shown]).bytes();
         assert!(

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use crate::domain::compaction::{Projection, Summary, ViewMessage, NOT_AVAILABLE};
 use crate::domain::condensation::Memory;
 use crate::domain::content::Part;
-use crate::domain::event::{Event, EventBody, Role, ToolCall};
+use crate::domain::event::{Event, EventBody, Role, ShownAs, ToolCall};
 use crate::domain::{observation, text};
 use crate::tokens::Tokenizer;
 
@@ -212,7 +212,7 @@ pub fn preview_message(
     errors: usize,
 ) -> ViewMessage<'_> {
     let key = [max_chars as i64, errors as i64, chars];
-    let content = event.derived.shown(Shown::Preview as usize, key, || {
+    let content = event.derived.shown(ShownAs::Preview, key, || {
         let (text, total) = shown_text(event, chars);
         let shown = head_of(&text, max_chars);
         let shown_chars = if shown.is_ascii() {
@@ -236,17 +236,6 @@ pub fn preview_message(
     });
     reduced_message(event, content, Projection::Preview)
 }
-
-/// The ways an event is shown reduced, each kept with the event once made
-/// ([`Derived::shown`](crate::domain::event::Derived::shown)).
-enum Shown {
-    Preview,
-    Excerpt,
-    Reference,
-    Archived,
-}
-
-const _: () = assert!(Shown::Archived as usize + 1 == crate::domain::event::SHOWN_KINDS);
 
 /// Writes each of `lines` on a line of its own.
 fn push_lines<'t>(content: &mut String, lines: impl IntoIterator<Item = &'t str>) {
@@ -292,7 +281,7 @@ pub fn excerpt_message(
     errors: usize,
 ) -> ViewMessage<'_> {
     let key = [max_chars as i64, errors as i64, chars];
-    let content = event.derived.shown(Shown::Excerpt as usize, key, || {
+    let content = event.derived.shown(ShownAs::Excerpt, key, || {
         let (text, total) = shown_text(event, chars);
         let head = text::prefix_chars(&text, max_chars * 2 / 3);
         let rest = &text[head.len()..];
@@ -329,7 +318,7 @@ pub fn error_lines(text: &str, max: usize) -> Vec<&str> {
     let bytes = text.as_bytes();
     // Where each needle next occurs: each is searched for again only once passed, so the text
     // is read once per needle however many lines are found.
-    let mut next: Vec<Option<usize>> = ERROR_NEEDLES.iter().map(|n| n.find(bytes)).collect();
+    let mut next = ERROR_NEEDLES.each_ref().map(|n| n.find(bytes));
     while found.len() < max {
         let Some(hit) = next.iter().flatten().copied().min() else {
             break;
@@ -374,7 +363,7 @@ pub fn reads_as_error(line: &str) -> bool {
 /// An event shown only by its observation reference, and at most `errors` error lines of its
 /// text. `chars` is the event's [`content_chars`]. Its `tokens` are left for the caller.
 pub fn reference_message(event: &Event, chars: i64, errors: usize) -> ViewMessage<'_> {
-    referenced(event, chars, errors, Shown::Reference, |total, uri| {
+    referenced(event, chars, errors, ShownAs::Reference, |total, uri| {
         format!("[{total} characters offloaded; recall {uri}]")
     })
 }
@@ -387,7 +376,7 @@ pub fn archived_message(event: &Event, chars: i64, errors: usize) -> ViewMessage
     match &event.body {
         EventBody::Message(message) if message.role == Role::Tool => {
             let tool = message.name.as_deref().unwrap_or("tool");
-            referenced(event, chars, errors, Shown::Archived, |total, uri| {
+            referenced(event, chars, errors, ShownAs::Archived, |total, uri| {
                 format!("[{tool} result archived, {total} characters; recall {uri}]")
             })
         }
@@ -404,18 +393,16 @@ fn referenced(
     event: &Event,
     chars: i64,
     errors: usize,
-    kind: Shown,
+    kind: ShownAs,
     head: impl Fn(i64, ObservationUri) -> String,
 ) -> ViewMessage<'_> {
-    let content = event
-        .derived
-        .shown(kind as usize, [0, errors as i64, chars], || {
-            let (text, total) = shown_text(event, chars);
-            let mut content = head(total, ObservationUri(event.seq));
-            push_lines(&mut content, error_lines(&text, errors));
-            image_references(event, &mut content);
-            content
-        });
+    let content = event.derived.shown(kind, [0, errors as i64, chars], || {
+        let (text, total) = shown_text(event, chars);
+        let mut content = head(total, ObservationUri(event.seq));
+        push_lines(&mut content, error_lines(&text, errors));
+        image_references(event, &mut content);
+        content
+    });
     let mut message = reduced_message(event, content, Projection::Reference);
     // A call's long arguments go by reference too: an item shown by reference is small.
     if has_long_arguments(event) {

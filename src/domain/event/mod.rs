@@ -386,12 +386,17 @@ pub struct Event {
 /// events differ.
 #[derive(Debug, Clone, Default)]
 pub struct Derived {
-    shown: [std::sync::OnceLock<ShownText>; SHOWN_KINDS],
+    shown: [std::sync::OnceLock<ShownText>; 4],
 }
 
-/// How many ways an event can be shown reduced (the engine's preview, excerpt, reference and
-/// archived reference).
-pub const SHOWN_KINDS: usize = 4;
+/// The ways the engine shows an event reduced, each kept with the event once made.
+#[derive(Debug, Clone, Copy)]
+pub enum ShownAs {
+    Preview,
+    Excerpt,
+    Reference,
+    Archived,
+}
 
 /// A reduced text and what it was made from.
 #[derive(Debug, Clone)]
@@ -401,11 +406,11 @@ struct ShownText {
 }
 
 impl Derived {
-    /// The text the event is shown as in way `kind` (below [`SHOWN_KINDS`]), made from `key`
-    /// (the sizes it depends on) by `make`. The first text of each kind is kept and borrowed
-    /// while its key is asked for again; another key's is made afresh each time.
-    pub fn shown(&self, kind: usize, key: [i64; 3], make: impl Fn() -> String) -> Cow<'_, str> {
-        let kept = self.shown[kind].get_or_init(|| ShownText { key, text: make() });
+    /// The text the event is shown as `kind`, made from `key` (the sizes it depends on) by
+    /// `make`. The first text of each kind is kept and borrowed while its key is asked for
+    /// again; another key's is made afresh each time.
+    pub fn shown(&self, kind: ShownAs, key: [i64; 3], make: impl Fn() -> String) -> Cow<'_, str> {
+        let kept = self.shown[kind as usize].get_or_init(|| ShownText { key, text: make() });
         if kept.key == key {
             Cow::Borrowed(&kept.text)
         } else {

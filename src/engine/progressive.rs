@@ -135,7 +135,10 @@ impl<'a> Run<'a> {
             .min(Tier::for_utilization(utilization, &config.thresholds));
     }
 
-    /// The warn tier: every large tool result beyond the tail as a preview, at once.
+    /// The warn tier: every large tool result beyond the tail as a preview, at once, when that
+    /// alone brings the view down to the low-water mark. An offload that frees less would
+    /// rewrite the view's middle and leave it near the tier, to be rewritten again a few turns
+    /// later; the soft tier brings such a view down with the gentler steps and the fold.
     fn offload_head(&mut self) {
         let config = self.input.config;
         let mut candidate = self.work.clone();
@@ -143,13 +146,15 @@ impl<'a> Run<'a> {
         let tail = candidate.tail_start(config.min_tail_messages as usize, &valid);
         let threshold = i64::from(config.offload_threshold_chars);
         let offloadable = candidate.offload_candidates(tail, threshold);
+        let before = self.current_tokens();
+        let needed = (before - self.bounds.low_water).max(config.min_gain_tokens());
         // Most calls free too little to act: tell that from the candidates' costs before
         // cutting and counting any preview.
-        if !self.must() && candidate.offload_ceiling(&offloadable) < config.min_gain_tokens() {
+        if !self.must() && candidate.offload_ceiling(&offloadable) < needed {
             return;
         }
         let (offloaded, gain) = candidate.offload(&offloadable, self.input.compaction_id);
-        if !offloaded.is_empty() && (self.must() || gain >= config.min_gain_tokens()) {
+        if !offloaded.is_empty() && (self.must() || gain >= needed) {
             self.accept(candidate, offloaded);
         }
     }

@@ -240,23 +240,31 @@ async fn tier_boundaries_are_inclusive() {
     }
 }
 
-#[tokio::test]
-async fn warn_offloads_large_head_results_and_keeps_the_tail() {
-    // Results a preview makes smaller, each under a per-item cap of 6 % of the room (the tools
-    // that set the utilization take room too); the cap's own step is tested on its own.
+/// A log at the warn tier whose head holds `count` results of `chars` characters, each under
+/// the per-item cap (its own step is tested on its own), with the tools taking what brings the
+/// request to 72 % of the window.
+fn warn_log(count: usize, chars: usize) -> (SessionConfig, Log, i64) {
     let config = SessionConfig {
-        item_max_share: 0.06,
+        item_max_share: 0.2,
         ..config(10_000)
     };
     let mut log = Log::default();
     log.system("sys");
     log.user("Investigate the crash.");
-    for i in 0..12 {
-        log.exchange(&format!("c{i}"), 1_800); // ~450 tokens each: under the per-item cap
+    for i in 0..count {
+        log.exchange(&format!("c{i}"), chars);
     }
     log.user("Now summarise what you found.");
     log.assistant("Working on it.");
     let tools = tools_for(0.72, &config, &log);
+    (config, log, tools)
+}
+
+#[tokio::test]
+async fn warn_offloads_large_head_results_and_keeps_the_tail() {
+    // About 1,000 tokens each, 300 as a preview: offloading the five beyond the tail brings
+    // the request from 72 % of the window to the low-water mark (40 %).
+    let (config, log, tools) = warn_log(6, 4_000);
     let out = run(
         &config,
         &CompactionState::default(),
@@ -269,6 +277,8 @@ async fn warn_offloads_large_head_results_and_keeps_the_tail() {
     .unwrap();
     assert_eq!(out.record.tier, Tier::Warn);
     assert!(out.record.acted, "{:?}", out.record);
+    // Down to the low-water mark at once, so the next compaction is many turns away.
+    assert!(out.record.tokens_after <= 4_000, "{:?}", out.record);
     // The head's large results are previews; the last four messages are untouched.
     let offloaded: Vec<i64> = out.record.offloaded.iter().map(|o| o.seq).collect();
     assert!(!offloaded.is_empty());
@@ -296,7 +306,33 @@ async fn warn_offloads_large_head_results_and_keeps_the_tail() {
         out.record.summarized_seqs.is_empty(),
         "warn does not summarise"
     );
-    assert!(out.record.tokens_after < out.record.tokens_before);
+}
+
+/// Offloading that frees a worthwhile share but leaves the view above the low-water mark
+/// would rewrite the view's middle and leave it at the tier, to be rewritten again a few turns
+/// later: the warn tier leaves it alone, and the soft tier brings it down when it comes.
+#[tokio::test]
+async fn a_warn_offload_short_of_low_water_waits_for_the_soft_tier() {
+    // About 500 tokens each, 300 as a preview: offloading the eleven beyond the tail frees
+    // about 2,000 tokens (more than the 5 % a compaction must free) but leaves the request at
+    // about 50 % of the window, over the low-water mark (40 %).
+    let (config, log, tools) = warn_log(12, 2_000);
+    let state = CompactionState::default();
+    let out = run(&config, &state, &log, tools, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(out.record.tier, Tier::Warn);
+    assert!(!out.record.acted && !out.changed, "{:?}", out.record);
+    assert_eq!(out.record.prefix_kept, out.messages.len() as i64);
+
+    // The same log past the soft tier: brought down to the mark, the head folded.
+    let tools = tools_for(0.81, &config, &log);
+    let out = run(&config, &state, &log, tools, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(out.record.tier, Tier::Soft);
+    assert!(out.record.acted, "{:?}", out.record);
+    assert!(out.record.tokens_after <= 4_000, "{:?}", out.record);
 }
 
 #[tokio::test]

@@ -4,7 +4,8 @@
 //! - every call: a tool result over the per-item cap is shown as its head and tail with its
 //!   `observation://` reference, even while recent (it is new, so the view still only grows at
 //!   its end);
-//! - warn tier: every large tool result beyond the tail is offloaded to a preview, all at once;
+//! - warn tier: every large tool result beyond the tail is offloaded to a preview, all at once,
+//!   when that alone brings the view down to the low-water mark;
 //! - soft and full tiers, and before any emergency: the view is brought down to the low-water
 //!   mark, so that the next compaction is many turns away. Large results beyond the tail are
 //!   offloaded, the others masked (one line and their error lines, oldest first, every

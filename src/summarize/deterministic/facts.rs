@@ -67,6 +67,13 @@ impl Digest {
                         if !m.content.text().trim().is_empty() {
                             latest.plan = Some(m.content.text().to_owned());
                         }
+                        for finding in finding_sentences(m.content.text()) {
+                            let finding = one_line(finding, FINDING_CHARS);
+                            let known = self.get(Section::Findings).iter();
+                            if !known.map(|e| unreferenced(e)).any(|e| e == finding) {
+                                self.push(Section::Findings, referenced(event.seq, finding));
+                            }
+                        }
                         for call in &m.tool_calls {
                             let facts = self.add_tool_call(call);
                             for (_, _, touched) in &mut open_errors {
@@ -346,6 +353,52 @@ pub(super) fn constraint_lines(text: &str) -> impl Iterator<Item = &str> {
     text.lines().map(str::trim).filter(|line| {
         let lower = format!(" {} ", line.to_lowercase());
         line.len() >= 8 && WORDS.iter().any(|w| lower.contains(w))
+    })
+}
+
+/// The sentences of an assistant's message that say what it found or decided, and why: "…
+/// because …", "the issue is …", "instead of …", "… didn't work". A fold keeps them, so that the
+/// agent does not try again what it ruled out or forget why it chose what it did.
+pub(super) fn finding_sentences(text: &str) -> impl Iterator<Item = &str> {
+    const WORDS: [&str; 14] = [
+        " because ",
+        " decided ",
+        " decision",
+        " instead of ",
+        " root cause",
+        " the issue is ",
+        " the problem is ",
+        " the bug is ",
+        " turns out ",
+        " doesn't work",
+        " does not work",
+        " didn't work",
+        " did not work",
+        " won't work",
+    ];
+    text.lines().flat_map(sentences).filter(|sentence| {
+        let lower = format!(" {} ", sentence.to_lowercase());
+        sentence.len() >= 20 && WORDS.iter().any(|w| lower.contains(w))
+    })
+}
+
+/// The sentences of one line: split after `.`, `!` or `?` and a space, trimmed.
+fn sentences(line: &str) -> impl Iterator<Item = &str> {
+    let mut rest = line.trim();
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest
+            .match_indices(". ")
+            .chain(rest.match_indices("! "))
+            .chain(rest.match_indices("? "))
+            .map(|(i, _)| i + 1)
+            .min()
+            .unwrap_or(rest.len());
+        let (sentence, after) = rest.split_at(end);
+        rest = after.trim_start();
+        Some(sentence.trim())
     })
 }
 

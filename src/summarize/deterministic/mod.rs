@@ -26,6 +26,7 @@ const ARGUMENT_CHARS: usize = 80;
 const TOUCHED_CHARS: usize = 160;
 const ERROR_CHARS: usize = 200;
 const CONSTRAINT_CHARS: usize = 200;
+const FINDING_CHARS: usize = 200;
 /// The most error lines named for a failed tool run, besides the one that says what failed, and
 /// for a run that did not fail, in a summary of `max_chars`: one and a half a thousand
 /// characters, at least 3 and 2 (6 and 3 in a 16K window's summary, 32 and 16 at 128K). A
@@ -138,6 +139,8 @@ enum Section {
     /// The references of requests and notes dropped from their lists: one item.
     Recall,
     Episodes,
+    /// What the assistant said it found or decided, and why.
+    Findings,
     Errors,
     ToolCalls,
     Touched,
@@ -146,7 +149,7 @@ enum Section {
 }
 
 impl Section {
-    const ALL: [Section; 13] = [
+    const ALL: [Section; 14] = [
         Section::FirstRequest,
         Section::Narrative,
         Section::Earlier,
@@ -155,6 +158,7 @@ impl Section {
         Section::Notes,
         Section::Recall,
         Section::Episodes,
+        Section::Findings,
         Section::Errors,
         Section::ToolCalls,
         Section::Touched,
@@ -163,7 +167,8 @@ impl Section {
     ];
 
     /// Lists whose oldest items go first when the text is too long, least important first.
-    const DROP_ORDER: [Section; 8] = [
+    const DROP_ORDER: [Section; 9] = [
+        Section::Findings,
         Section::Folded,
         Section::ToolCalls,
         Section::Errors,
@@ -192,6 +197,7 @@ impl Section {
             Section::Notes => "Pinned notes and decisions",
             Section::Recall => "Earlier user messages and notes (recall by URI)",
             Section::Episodes => "Episode conclusions",
+            Section::Findings => "What the assistant found or decided",
             Section::Errors => "Errors seen",
             Section::ToolCalls => "Tool calls made",
             Section::Touched => "Files and commands touched",

@@ -296,3 +296,29 @@ fn dropped_requests_and_notes_stay_recallable_by_seq() {
         next.summary.text
     );
 }
+
+/// The newest tool calls are in the folded list with their outcomes and references: in a
+/// tight summary the list of calls gives way before the folded list's newest entries.
+#[test]
+fn a_tight_summary_names_the_newest_calls_once_with_their_outcomes() {
+    let mut events = vec![user(1, "Read the modules.")];
+    for i in 0..20 {
+        let id = format!("c{i}");
+        let seq = 2 + 2 * i;
+        events.push(call(
+            seq,
+            &id,
+            "read_file",
+            json!({"path": format!("src/m{i}.rs")}),
+        ));
+        events.push(result(seq + 1, &id, "fn f() {}", false));
+    }
+    let text = run(&Summary::default(), &events, 900).summary.text;
+    assert!(text.chars().count() <= 900, "{text}");
+    for i in 17..20 {
+        let seq = 3 + 2 * i;
+        let folded = format!("- observation://{seq} read_file(path=src/m{i}.rs) → ok");
+        assert!(text.contains(&folded), "missing {folded:?} in\n{text}");
+    }
+    assert!(!text.contains("## Tool calls made"), "{text}");
+}

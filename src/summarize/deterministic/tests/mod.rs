@@ -3,6 +3,7 @@
 
 mod digest;
 mod errors;
+mod findings;
 mod touched;
 
 use super::*;

@@ -24,6 +24,8 @@ impl Digest {
         let mut calls: HashMap<&str, CallFacts> = HashMap::new();
         // Errors not yet followed by a success of the same call, with the files touched since.
         let mut open_errors: Vec<(String, usize, Vec<String>)> = Vec::new();
+        // The findings listed so far, to list each once; made at the first finding.
+        let mut findings: Option<HashSet<String>> = None;
 
         for event in events {
             match &event.body {
@@ -69,8 +71,11 @@ impl Digest {
                         }
                         for finding in finding_sentences(m.content.text()) {
                             let finding = one_line(finding, FINDING_CHARS);
-                            let known = self.get(Section::Findings).iter();
-                            if !known.map(|e| unreferenced(e)).any(|e| e == finding) {
+                            let findings = findings.get_or_insert_with(|| {
+                                let known = self.get(Section::Findings).iter();
+                                known.map(|e| unreferenced(e).to_owned()).collect()
+                            });
+                            if findings.insert(finding.clone()) {
                                 self.push(Section::Findings, referenced(event.seq, finding));
                             }
                         }
@@ -350,10 +355,19 @@ pub(super) fn constraint_lines(text: &str) -> impl Iterator<Item = &str> {
         " without ",
         " should not ",
     ];
-    text.lines().map(str::trim).filter(|line| {
-        let lower = format!(" {} ", line.to_lowercase());
-        line.len() >= 8 && WORDS.iter().any(|w| lower.contains(w))
-    })
+    text.lines()
+        .map(str::trim)
+        .filter(|line| says_any(line, 8, &WORDS))
+}
+
+/// Whether `text` is at least `min_len` bytes long and holds one of `words` (lower case, each
+/// led or ended by a space where it must be a whole word), in any case.
+fn says_any(text: &str, min_len: usize, words: &[&str]) -> bool {
+    if text.len() < min_len {
+        return false;
+    }
+    let lower = format!(" {} ", text.to_lowercase());
+    words.iter().any(|w| lower.contains(w))
 }
 
 /// The sentences of an assistant's message that say what it found or decided, and why: "…
@@ -376,26 +390,25 @@ pub(super) fn finding_sentences(text: &str) -> impl Iterator<Item = &str> {
         " did not work",
         " won't work",
     ];
-    text.lines().flat_map(sentences).filter(|sentence| {
-        let lower = format!(" {} ", sentence.to_lowercase());
-        sentence.len() >= 20 && WORDS.iter().any(|w| lower.contains(w))
-    })
+    text.lines()
+        .flat_map(sentences)
+        .filter(|sentence| says_any(sentence, 20, &WORDS))
 }
 
-/// The sentences of one line: split after `.`, `!` or `?` and a space, trimmed.
+/// The sentences of one line: split after `.`, `!` or `?` and a space, trimmed. Reads the line
+/// once.
 fn sentences(line: &str) -> impl Iterator<Item = &str> {
     let mut rest = line.trim();
     std::iter::from_fn(move || {
         if rest.is_empty() {
             return None;
         }
+        // After an ASCII mark: a character boundary.
         let end = rest
-            .match_indices(". ")
-            .chain(rest.match_indices("! "))
-            .chain(rest.match_indices("? "))
-            .map(|(i, _)| i + 1)
-            .min()
-            .unwrap_or(rest.len());
+            .as_bytes()
+            .windows(2)
+            .position(|w| matches!(w[0], b'.' | b'!' | b'?') && w[1] == b' ')
+            .map_or(rest.len(), |i| i + 1);
         let (sentence, after) = rest.split_at(end);
         rest = after.trim_start();
         Some(sentence.trim())

@@ -83,3 +83,21 @@ fn older_findings_give_way_first_in_a_tight_summary() {
     assert!(!text.contains("Attempt 0 failed because"), "{text}");
     assert!(text.contains("src/main.rs"), "{text}");
 }
+
+proptest::proptest! {
+    /// Any text, in any script, splits into findings without a panic, each a piece of it.
+    #[test]
+    fn findings_are_pieces_of_any_text(text in "(\\PC|[.!? ]|because ){0,400}") {
+        for finding in super::super::facts::finding_sentences(&text) {
+            proptest::prop_assert!(text.contains(finding), "{finding:?}");
+            proptest::prop_assert!(!finding.is_empty());
+        }
+    }
+}
+
+#[test]
+fn sentences_split_after_a_mark_and_a_space_in_any_script() {
+    let text = "Größe geprüft. Das schlug fehl, because the ß is two bytes! Next? Done.";
+    let found: Vec<&str> = super::super::facts::finding_sentences(text).collect();
+    assert_eq!(found, ["Das schlug fehl, because the ß is two bytes!"]);
+}

@@ -360,8 +360,8 @@ pub(super) fn constraint_lines(text: &str) -> impl Iterator<Item = &str> {
         .filter(|line| says_any(line, 8, &WORDS))
 }
 
-/// Whether `text` is at least `min_len` bytes long and holds one of `words` (lower case, each
-/// led or ended by a space where it must be a whole word), in any case.
+/// Whether `text`, at least `min_len` bytes long, holds one of `words` in any case. The words
+/// are lower case, with a space on each side that must be a word's edge.
 fn says_any(text: &str, min_len: usize, words: &[&str]) -> bool {
     if text.len() < min_len {
         return false;

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::tests::{config, run, run_with, Log};
+use super::tests::{config, projection_of, run, run_with, Log};
 use super::view;
 use crate::domain::compaction::FallbackReason;
 use crate::domain::compaction::{Mode, Projection, Tier};
@@ -11,13 +11,6 @@ use crate::domain::event::Role;
 use crate::domain::session::Policy;
 use crate::domain::state::CompactionState;
 use crate::summarize::SummaryOutcome;
-
-fn projection_of(out: &super::EngineOutput<'_>, seq: i64) -> Option<Projection> {
-    out.messages
-        .iter()
-        .find(|m| m.seq == Some(seq))
-        .map(|m| m.projection)
-}
 
 /// A 4K window with twelve 2 KB results fits by offloading and masking: no emergency.
 #[tokio::test]

@@ -1,0 +1,175 @@
+//! The edges of a compaction: emergency, a result too large for the window, forced compactions,
+//! overflow retries, tools that leave no room, and calls still waiting for their results.
+
+use super::*;
+
+#[tokio::test]
+async fn emergency_keeps_a_preview_of_a_message_too_large_for_the_window() {
+    let config = config(4_000);
+    let mut log = Log::default();
+    log.system("sys");
+    // A pasted file of ~10,000 tokens: more than the window, and no tool result to cap.
+    log.user(&"pasted line\n".repeat(3_400));
+    log.exchange("small", 100);
+    let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(out.record.tier, Tier::Emergency);
+    assert!(
+        out.record.tokens_after <= 4_000,
+        "{}",
+        out.record.tokens_after
+    );
+    // The paste is folded or reduced, never silently lost: listed, and its start still seen.
+    let r = &out.record;
+    let listed = r.summarized_seqs.contains(&2)
+        || r.evicted_seqs.contains(&2)
+        || r.offloaded.iter().any(|o| o.seq == 2);
+    assert!(listed, "{r:?}");
+    assert!(out
+        .messages
+        .iter()
+        .any(|m| m.content.contains("pasted line")));
+}
+
+/// A result too large for the window alone is capped to its head and tail: no emergency.
+#[tokio::test]
+async fn a_tool_result_too_large_for_the_window_is_capped_not_truncated() {
+    let config = config(4_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("read the big file");
+    log.exchange("big", 40_000); // ~10,000 tokens: more than the window
+    let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_ne!(out.record.tier, Tier::Emergency);
+    assert!(out.record.evicted_seqs.is_empty());
+    assert!(out.record.tokens_after <= 4_000);
+    let result = out.messages.iter().find(|m| m.seq == Some(4)).unwrap();
+    assert_eq!(result.projection, Projection::Preview);
+    assert!(result.content.contains("observation://4?offset="));
+}
+
+#[tokio::test]
+async fn force_compacts_at_low_utilization_and_a_retry_changes_nothing() {
+    let config = config(100_000);
+    let mut log = Log::default();
+    log.system("sys");
+    for i in 0..10 {
+        log.user(&format!("request {i}"));
+        log.exchange(&format!("c{i}"), 50);
+    }
+    let out = run(
+        &config,
+        &CompactionState::default(),
+        &log,
+        0,
+        Mode::Force,
+        0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.record.tier, Tier::Full);
+    assert!(out.record.acted);
+    assert!(!out.record.summarized_seqs.is_empty());
+    let again = run(&config, &out.state, &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert!(!again.changed, "{:?}", again.record);
+    assert_eq!(again.messages, out.messages);
+    let forced_again = run(&config, &out.state, &log, 0, Mode::Force, 0)
+        .await
+        .unwrap();
+    assert!(forced_again.record.summarized_seqs.is_empty());
+    assert_eq!(forced_again.messages, out.messages);
+}
+
+#[tokio::test]
+async fn overflow_retries_shrink_the_view() {
+    let config = config(100_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("first");
+    log.exchange("a", 2_000);
+    log.user("second");
+    log.exchange("b", 2_000);
+    log.user("last request");
+    log.assistant("on it");
+    let one = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 1)
+        .await
+        .unwrap();
+    for seq in [4, 7] {
+        assert_eq!(projection_of(&one, seq), Some(Projection::Reference));
+    }
+    assert!(one.record.tokens_after < one.record.tokens_before);
+    let two = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 2)
+        .await
+        .unwrap();
+    let shown: Vec<i64> = two.messages.iter().filter_map(|m| m.seq).collect();
+    assert_eq!(shown, [1, 8, 9], "system and the last user turn");
+    assert!(two.record.summary_text.contains("first"));
+}
+
+#[tokio::test]
+async fn tools_and_reserve_must_leave_room() {
+    let config = config(2_000);
+    let mut log = Log::default();
+    log.user("hi");
+    let err = run(
+        &config,
+        &CompactionState::default(),
+        &log,
+        1_500,
+        Mode::Auto,
+        0,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, EngineError::NoRoom { .. }));
+    assert_eq!(err.need_and_ceiling(), (1_500 + 1_000 + 512, 2_000));
+    // Within the margin of the window is no room either: the smallest view would not fit.
+    let err = run(
+        &config,
+        &CompactionState::default(),
+        &log,
+        489,
+        Mode::Auto,
+        0,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.need_and_ceiling(), (2_001, 2_000));
+    assert!(run(
+        &config,
+        &CompactionState::default(),
+        &log,
+        488,
+        Mode::Auto,
+        0
+    )
+    .await
+    .is_ok());
+}
+
+#[test]
+fn pending_calls_get_a_placeholder_result() {
+    let mut log = Log::default();
+    log.user("go");
+    log.call("pending");
+    let messages: Vec<_> = log.events.iter().map(ViewMessage::full).collect();
+    let (repaired, repairs) = crate::engine::repair(messages, Tokenizer::Chars4);
+    assert_eq!(repairs.placeholder_results_inserted, 1);
+    assert_eq!(repaired.len(), 3);
+    assert_eq!(repaired[2].tool_call_id.as_deref(), Some("pending"));
+    assert!(repaired[2].content.starts_with("[tool result unavailable"));
+    // The placeholder costs what it claims, and the repaired view is a valid request.
+    assert_eq!(repaired[2].tokens, repaired[2].cost(Tokenizer::Chars4));
+    let openai = crate::engine::render::render_openai(&repaired);
+    assert_eq!(crate::engine::validate::validate_openai(&openai), Ok(()));
+    let anthropic = crate::engine::render::render_anthropic(&repaired);
+    assert_eq!(
+        crate::engine::validate::validate_anthropic(&anthropic),
+        Ok(())
+    );
+}

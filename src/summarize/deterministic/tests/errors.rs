@@ -39,16 +39,9 @@ fn the_error_line_of_a_failed_output_is_the_one_that_says_what_failed() {
 
 #[test]
 fn a_failed_build_is_listed_by_its_error_not_its_progress() {
-    let call = ToolCall {
-        id: "c1".into(),
-        name: "bash".into(),
-        arguments: json!({"command": "cargo build"}),
-    };
-    let mut asking = message(Role::Assistant, "");
-    asking.tool_calls = vec![call];
     let events = [
         user(1, "fix the build"),
-        event(2, EventBody::Message(asking)),
+        call(2, "c1", "bash", json!({"command": "cargo build"})),
         result(
             3,
             "c1",
@@ -56,13 +49,7 @@ fn a_failed_build_is_listed_by_its_error_not_its_progress() {
             true,
         ),
     ];
-    let events: Vec<&Event> = events.iter().collect();
-    let previous = Summary::default();
-    let out = summarize(SummaryRequest {
-        previous: &previous,
-        events: &events,
-        max_chars: 2_000,
-    });
+    let out = run(&Summary::default(), &events, 2_000);
     let text = &out.summary.text;
     assert!(
         text.contains("error[E0425]: cannot find value `rate` in this scope"),
@@ -76,28 +63,16 @@ fn a_failed_build_is_listed_by_its_error_not_its_progress() {
 /// few, a larger one more of them, each as it read.
 #[test]
 fn a_larger_summary_names_more_error_lines_of_a_failed_run() {
-    let call = ToolCall {
-        id: "c1".into(),
-        name: "bash".into(),
-        arguments: json!({"command": "make"}),
-    };
-    let mut asking = message(Role::Assistant, "");
-    asking.tool_calls = vec![call];
     let output: String = (1..=40)
         .map(|i| format!("src/unified.c:{i}:12: error: no member named 'field{i}'\n"))
         .collect();
     let events = [
         user(1, "fix the build"),
-        event(2, EventBody::Message(asking)),
+        call(2, "c1", "bash", json!({"command": "make"})),
         result(3, "c1", &output, true),
     ];
-    let events: Vec<&Event> = events.iter().collect();
     let named = |max_chars: usize| {
-        let out = summarize(SummaryRequest {
-            previous: &Summary::default(),
-            events: &events,
-            max_chars,
-        });
+        let out = run(&Summary::default(), &events, max_chars);
         assert!(out.summary.text.chars().count() <= max_chars);
         (1..=40)
             .filter(|i| {

@@ -34,12 +34,7 @@ impl Digest {
         for floor in [ITEMS_KEPT_LONGEST, 0] {
             for section in Section::DROP_ORDER {
                 let i = section as usize;
-                // The newest calls are in the folded list too, with their outcomes.
-                let floor = if section == Section::ToolCalls {
-                    0
-                } else {
-                    floor
-                };
+                let floor = floor.min(section.kept_longest());
                 while total > max_chars && costs[i].len() - start[i] > floor {
                     total -= costs[i][start[i]];
                     let dropped = &self.sections[i][start[i]];

@@ -187,6 +187,15 @@ impl Section {
         Section::FirstRequest,
     ];
 
+    /// How many of a list's newest items stay while older items of other lists can still go.
+    /// The newest tool calls are in the folded list too, with their outcomes and references.
+    fn kept_longest(self) -> usize {
+        match self {
+            Section::ToolCalls => 0,
+            _ => ITEMS_KEPT_LONGEST,
+        }
+    }
+
     fn title(self) -> &'static str {
         match self {
             Section::FirstRequest => "First user request",

@@ -288,6 +288,36 @@ impl Digest {
         *self.get_mut(Section::Touched) = newest_first;
     }
 
+    /// Keeps one entry per error line, where it was last seen, with how many times it was: a
+    /// test that fails run after run is one line, not one per run, and the room goes to
+    /// distinct errors.
+    pub(super) fn dedupe_errors(&mut self) {
+        let errors = std::mem::take(self.get_mut(Section::Errors));
+        let mut times: HashMap<String, usize> = HashMap::new();
+        let lines: Vec<(String, usize)> = errors
+            .into_iter()
+            .map(|entry| {
+                let (line, n) = split_times(entry);
+                *times.entry(line.clone()).or_default() += n;
+                (line, n)
+            })
+            .collect();
+        let mut newest_first: Vec<String> = lines
+            .into_iter()
+            .rev()
+            .filter_map(|(line, _)| {
+                let n = times.remove(&line)?;
+                Some(if n > 1 {
+                    format!("{line}{SEEN}{n}{TIMES}")
+                } else {
+                    line
+                })
+            })
+            .collect();
+        newest_first.reverse();
+        *self.get_mut(Section::Errors) = newest_first;
+    }
+
     /// The anchors these facts support; "N/A" where they say nothing.
     pub(super) fn anchors(&self, latest: &LatestFacts, previous: &Anchors) -> Anchors {
         let intent_base = match self.get(Section::FirstRequest).first() {
@@ -438,6 +468,22 @@ pub(super) fn error_line(text: &str, max_chars: usize) -> String {
     match lines().find(|l| reads_as_error(l)) {
         Some(line) => one_line(line, max_chars),
         None => first_line(text, max_chars),
+    }
+}
+
+/// How many times an error entry says its line was seen, and the line without it.
+fn split_times(entry: String) -> (String, usize) {
+    let counted = entry
+        .strip_suffix(TIMES)
+        .and_then(|rest| rest.rsplit_once(SEEN))
+        .and_then(|(line, n)| Some((line.len(), n.parse::<usize>().ok()?)));
+    match counted {
+        Some((len, n)) if n > 1 => {
+            let mut line = entry;
+            line.truncate(len);
+            (line, n)
+        }
+        _ => (entry, 1),
     }
 }
 

@@ -69,6 +69,9 @@ const PATH_KEYS: [&str; 8] = [
 /// Marks the last action on a file, and the outcome of a command, in the touched list.
 const LAST_ACTION: &str = " (last: ";
 const OUTCOME: &str = " → ";
+/// How often an error line was seen, after it: `line (seen 3 times)`.
+const SEEN: &str = " (seen ";
+const TIMES: &str = " times)";
 /// Files touched between an error and a later success of the same call, named as its fix.
 const FIX_FILES: usize = 3;
 
@@ -106,6 +109,7 @@ fn summarize_with(request: SummaryRequest<'_>, narrative: Option<&str>) -> Summa
     };
     let facts = digest.add_events(request.events, !foreign, error_lines(request.max_chars));
     digest.dedupe_touched();
+    digest.dedupe_errors();
     if let Some(narrative) = narrative {
         // The model read the earlier summary: its narrative takes that one's place.
         digest.get_mut(Section::Earlier).clear();

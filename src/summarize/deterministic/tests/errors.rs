@@ -86,3 +86,61 @@ fn a_larger_summary_names_more_error_lines_of_a_failed_run() {
     assert_eq!(named(12_800), 13);
     assert_eq!(named(32_000), 33);
 }
+
+/// A test run `n` times that fails the same way each time, from seq `from`, with a distinct
+/// build error before it.
+fn repeated_failures(from: i64, n: i64) -> Vec<Event> {
+    let mut events = Vec::new();
+    for i in 0..n {
+        let seq = from + 2 * i;
+        let id = format!("t{seq}");
+        events.push(call(seq, &id, "run_tests", json!({})));
+        events.push(result(
+            seq + 1,
+            &id,
+            "test invoice::rounds_half_even ... FAILED\nthread 'invoice::rounds_half_even' panicked at src/invoice.rs:88:5:",
+            false,
+        ));
+    }
+    events
+}
+
+#[test]
+fn an_error_seen_run_after_run_is_listed_once_with_how_often() {
+    let mut events = vec![user(1, "make the rounding test pass")];
+    events.extend(repeated_failures(2, 3));
+    let out = run(&Summary::default(), &events, 4_000);
+    let text = &out.summary.text;
+    assert_eq!(text.matches("test invoice::rounds_half_even ... FAILED").count(), 1, "{text}");
+    assert!(text.contains("test invoice::rounds_half_even ... FAILED (seen 3 times)"), "{text}");
+    assert!(text.contains("panicked at src/invoice.rs:88:5: (seen 3 times)"), "{text}");
+
+    // A later summary reads the count back and adds to it.
+    let later = run(&out.summary, &repeated_failures(8, 2), 4_000);
+    let text = &later.summary.text;
+    assert_eq!(text.matches("test invoice::rounds_half_even ... FAILED").count(), 1, "{text}");
+    assert!(text.contains("FAILED (seen 5 times)"), "{text}");
+}
+
+#[test]
+fn a_repeated_failure_leaves_room_for_distinct_errors_in_a_tight_summary() {
+    let mut events = vec![
+        user(1, "fix the build"),
+        call(2, "c1", "bash", json!({"command": "cargo build"})),
+        result(
+            3,
+            "c1",
+            "error[E0308]: mismatched types in src/billing/ledger.rs:41",
+            true,
+        ),
+    ];
+    events.extend(repeated_failures(4, 12));
+    let out = run(&Summary::default(), &events, 1_200);
+    let text = &out.summary.text;
+    assert!(text.chars().count() <= 1_200);
+    assert!(
+        text.contains("error[E0308]: mismatched types in src/billing/ledger.rs:41"),
+        "{text}"
+    );
+    assert!(text.contains("FAILED (seen 12 times)"), "{text}");
+}

@@ -74,9 +74,11 @@ pub struct EpisodicConfig {
     #[serde(default = "EpisodicConfig::default_trigger")]
     #[schema(default = 0.8, exclusive_minimum = 0, maximum = 1)]
     pub trigger: f64,
-    /// Utilization eviction brings the view down to.
+    /// Utilization eviction brings the view down to. Each eviction rewrites the view's middle,
+    /// which a provider's prompt cache then misses; a lower target frees more at once, so
+    /// evictions come less often.
     #[serde(default = "EpisodicConfig::default_target")]
-    #[schema(default = 0.6, exclusive_minimum = 0, maximum = 1)]
+    #[schema(default = 0.4, exclusive_minimum = 0, maximum = 1)]
     pub target: f64,
     /// Tool names to their eviction priority (0, 1 or 2, evicted in that order), over the
     /// defaults by name: writes and edits 0, reads and searches 1, shells and commands 2 (and
@@ -98,7 +100,7 @@ impl EpisodicConfig {
         0.80
     }
     fn default_target() -> f64 {
-        0.60
+        0.40
     }
 
     /// The eviction priority of a completed exchange with tool `name`.

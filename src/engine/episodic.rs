@@ -23,7 +23,8 @@
 //! The current turn is the last user message on, or the four newest tool calls when that is
 //! shorter (an agent's loop after one request is not all current), its results older than the
 //! newest only within the tail's cap. Like the progressive policy, a compaction rewrites the
-//! view's middle only for a worthwhile gain unless the view does not fit.
+//! view's middle only for a worthwhile gain, and only when it brings the view down to the
+//! target, unless the view does not fit.
 //!
 //! History without episodes is one long exploration of unknown dependencies: passes 1 and 3.
 //!
@@ -81,6 +82,13 @@ impl<'a> Run<'a> {
                 .chain(&candidate.live)
                 .map(|l| l.event),
         );
+        // Rewrite the view's middle, which the provider's cache then misses, only when that
+        // frees a worthwhile gain and brings the view down to the target. One that cannot
+        // (what must stay, the current turn and the pinned requests, is over the target)
+        // waits until the view no longer fits: evicting at the trigger would free a little,
+        // and the view would be back at the trigger a few turns later.
+        let min_gain = config.min_gain_tokens();
+        let worthwhile = |before: i64, after: i64| before - after >= min_gain && after <= target;
         let mut eviction = Eviction::new(&mut candidate, &active, before, target, id);
         archive_exchanges(&mut eviction, config, &spans, &active);
         archive_episodes(&mut eviction, &episodes, &active);
@@ -102,14 +110,13 @@ impl<'a> Run<'a> {
             // The last resort: pinned user messages and notes collapse too, oldest first.
             candidate.collapse_pinned(cut, tokens, target);
             let folding = candidate.foldable_tokens(cut);
-            let gain = before - tokens + folding - candidate.summary_growth(folding);
-            if candidate.folds_anything(cut) && (must || gain >= config.min_gain_tokens()) {
+            let after = tokens - folding + candidate.summary_growth(folding);
+            if candidate.folds_anything(cut) && (must || worthwhile(before, after)) {
                 return Step::Wait(Pending::new(self, candidate, cut, offloaded));
             }
             tokens = candidate.tokens();
         }
-        // Like the progressive policy, rewrite the view's middle only for a worthwhile gain.
-        if offloaded.is_empty() || (!must && before - tokens < config.min_gain_tokens()) {
+        if offloaded.is_empty() || !(must || worthwhile(before, tokens)) {
             return Step::Go(self);
         }
         self.accept(candidate, offloaded);

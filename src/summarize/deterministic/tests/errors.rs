@@ -111,14 +111,30 @@ fn an_error_seen_run_after_run_is_listed_once_with_how_often() {
     events.extend(repeated_failures(2, 3));
     let out = run(&Summary::default(), &events, 4_000);
     let text = &out.summary.text;
-    assert_eq!(text.matches("test invoice::rounds_half_even ... FAILED").count(), 1, "{text}");
-    assert!(text.contains("test invoice::rounds_half_even ... FAILED (seen 3 times)"), "{text}");
-    assert!(text.contains("panicked at src/invoice.rs:88:5: (seen 3 times)"), "{text}");
+    assert_eq!(
+        text.matches("test invoice::rounds_half_even ... FAILED")
+            .count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.contains("test invoice::rounds_half_even ... FAILED (seen 3 times)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("panicked at src/invoice.rs:88:5: (seen 3 times)"),
+        "{text}"
+    );
 
     // A later summary reads the count back and adds to it.
     let later = run(&out.summary, &repeated_failures(8, 2), 4_000);
     let text = &later.summary.text;
-    assert_eq!(text.matches("test invoice::rounds_half_even ... FAILED").count(), 1, "{text}");
+    assert_eq!(
+        text.matches("test invoice::rounds_half_even ... FAILED")
+            .count(),
+        1,
+        "{text}"
+    );
     assert!(text.contains("FAILED (seen 5 times)"), "{text}");
 }
 

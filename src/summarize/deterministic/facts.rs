@@ -294,18 +294,18 @@ impl Digest {
     pub(super) fn dedupe_errors(&mut self) {
         let errors = std::mem::take(self.get_mut(Section::Errors));
         let mut times: HashMap<String, usize> = HashMap::new();
-        let lines: Vec<(String, usize)> = errors
+        let lines: Vec<String> = errors
             .into_iter()
             .map(|entry| {
                 let (line, n) = split_times(entry);
                 *times.entry(line.clone()).or_default() += n;
-                (line, n)
+                line
             })
             .collect();
         let mut newest_first: Vec<String> = lines
             .into_iter()
             .rev()
-            .filter_map(|(line, _)| {
+            .filter_map(|line| {
                 let n = times.remove(&line)?;
                 Some(if n > 1 {
                     format!("{line}{SEEN}{n}{TIMES}")

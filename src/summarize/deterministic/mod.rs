@@ -28,8 +28,8 @@ const ERROR_CHARS: usize = 200;
 const CONSTRAINT_CHARS: usize = 200;
 const FINDING_CHARS: usize = 200;
 /// The most error lines named for a failed tool run, besides the one that says what failed, and
-/// for a run that did not fail, in a summary of `max_chars`: one and a half a thousand
-/// characters, at least 3 and 2 (6 and 3 in a 16K window's summary, 32 and 16 at 128K). A
+/// for a run that did not fail, in a summary of `max_chars`: one per 1,000 and one per 2,000
+/// characters, at least 3 and 2 (8 and 4 in a 16K window's summary, 32 and 16 at 128K). A
 /// compiler run may print dozens of distinct diagnostics.
 fn error_lines(max_chars: usize) -> ErrorLines {
     ErrorLines {

@@ -315,14 +315,15 @@ impl Job {
             mut record,
             folded,
             changed,
+            declined_fold,
         } = out;
         // From the warn tier on, the next fold's summary is prepared in the background (once
         // per checkpoint: the span is worked out only when none was queued at it).
         let queued_here = *view_prepared == Some(new_state.checkpoint_seq);
         if preparing && record.tier >= Tier::Warn && !queued_here {
-            if let Some(to_seq) =
-                engine::next_fold(&session.config, &new_state, events, request.format)
-            {
+            let next = declined_fold
+                .or_else(|| engine::next_fold(&session.config, &new_state, events, request.format));
+            if let Some(to_seq) = next {
                 let job = prepare::job_for(
                     session.id,
                     new_state.checkpoint_seq,

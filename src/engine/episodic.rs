@@ -111,8 +111,13 @@ impl<'a> Run<'a> {
             candidate.collapse_pinned(cut, tokens, target);
             let folding = candidate.foldable_tokens(cut);
             let after = tokens - folding + candidate.summary_growth(folding);
-            if candidate.folds_anything(cut) && (must || worthwhile(before, after)) {
-                return Step::Wait(Pending::new(self, candidate, cut, offloaded));
+            if candidate.folds_anything(cut) {
+                if must || worthwhile(before, after) {
+                    return Step::Wait(Pending::new(self, candidate, cut, offloaded));
+                }
+                // Waiting: the fold that comes when the view no longer fits starts with this
+                // one, and its summary can be prepared meanwhile.
+                self.declined_fold = cut.checked_sub(1).map(|i| candidate.live[i].event.seq);
             }
             tokens = candidate.tokens();
         }

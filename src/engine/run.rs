@@ -55,6 +55,10 @@ pub struct EngineOutput<'a> {
     pub folded: Vec<FoldedRange>,
     /// Whether anything must be persisted (the view's middle changed, or something failed).
     pub changed: bool,
+    /// The last seq of a fold the policy wanted but waited on (it would not have brought the
+    /// view down to its target): the next fold covers at least as much, so its summary can be
+    /// prepared now.
+    pub declined_fold: Option<i64>,
 }
 
 /// Tokens a view always keeps free beyond the tool schemas and the reserved output: under it,
@@ -112,6 +116,8 @@ pub(super) struct Run<'a> {
     pub(super) preserved_tail: Vec<i64>,
     pub(super) summarizer: Option<SummarizerInfo>,
     pub(super) error: Option<String>,
+    /// See [`EngineOutput::declined_fold`].
+    pub(super) declined_fold: Option<i64>,
 }
 
 /// A compaction waiting for the summary of the events it folds.
@@ -246,6 +252,7 @@ impl<'a> Run<'a> {
             preserved_tail: Vec::new(),
             summarizer: None,
             error: None,
+            declined_fold: None,
         })
     }
 
@@ -304,6 +311,7 @@ impl<'a> Run<'a> {
             preserved_tail,
             summarizer,
             error,
+            declined_fold,
             ..
         } = self;
 
@@ -420,6 +428,7 @@ impl<'a> Run<'a> {
             record,
             folded,
             changed: acted || error.is_some(),
+            declined_fold,
         }
     }
 }

@@ -267,3 +267,112 @@ async fn a_fold_takes_the_summary_prepared_for_it_sqlite() {
 async fn a_fold_takes_the_summary_prepared_for_it_postgres() {
     a_model_that_does_not_answer_holds_up_no_compaction(Backend::Postgres).await;
 }
+
+/// An episodic session whose pinned requests keep the view over its target: an eviction at the
+/// trigger waits until the view no longer fits, and the summary of the fold it declined is
+/// prepared meanwhile, so the fold that comes takes the model's summary without waiting for it.
+async fn a_declined_episodic_fold_is_prepared_for(backend: Backend) {
+    let (gate, calls) = (Arc::new(Semaphore::new(100)), Arc::new(AtomicUsize::new(0)));
+    let base_url = gated_model(gate, calls.clone()).await;
+    let app = TestApp::spawn_with_summarizer(
+        backend,
+        llm::build(LlmConfig {
+            kind: LlmKind::OpenAi,
+            base_url,
+            model: "fake-model".into(),
+            api_key: None,
+            timeout: Duration::from_secs(20),
+            max_output_tokens: 500,
+            context_tokens: 128_000,
+            limits: CallLimits::default(),
+        }),
+    )
+    .await;
+    let id = app
+        .create_session(
+            json!({"config": {"policy": "episodic", "context_window": 8000,
+            "max_output_tokens": 500, "tokenizer": "chars4"}}),
+        )
+        .await;
+    let exchange = |n: usize| {
+        json!([
+            {"type": "message", "role": "assistant", "tool_calls": [{"id": format!("c{n}"),
+                "name": "read_file", "arguments": {"path": format!("src/m{n}.rs")}}]},
+            {"type": "message", "role": "tool", "tool_call_id": format!("c{n}"),
+                "content": format!("line {n}\n").repeat(150)},
+        ])
+    };
+    let mut events = vec![json!({"type": "message", "role": "user", "content": "Start."})];
+    for n in 0..3 {
+        events.extend(exchange(n).as_array().unwrap().iter().cloned());
+    }
+    // About 4,000 tokens that stay verbatim, over the 2,700 the target allows.
+    events.push(json!({"type": "message", "role": "user",
+        "content": "The spec, pasted in full. ".repeat(615)}));
+    events.push(json!({"type": "message", "role": "user", "content": "Go on."}));
+    assert!(app.append(&id, json!(events)).await.status.is_success());
+
+    let compact = || async {
+        let reply = app
+            .post(&format!("/sessions/{id}/compact"), &json!({}))
+            .await;
+        assert_eq!(reply.status, reqwest::StatusCode::OK, "{}", reply.body);
+        reply.body["record"].clone()
+    };
+    let session = uuid::Uuid::parse_str(&id).unwrap();
+    let store: Arc<dyn Store> = app.store.clone();
+    let mut n = 3;
+    // Past the trigger, short of the room: the eviction waits, and its fold is queued.
+    loop {
+        assert!(app.append(&id, exchange(n)).await.status.is_success());
+        n += 1;
+        let record = compact().await;
+        assert!(
+            record["summarized_seqs"].as_array().unwrap().is_empty(),
+            "{record}"
+        );
+        if record["tier"] == "soft" {
+            break;
+        }
+        assert!(n < 20, "never reached the trigger: {record}");
+    }
+    let mut prepared = false;
+    for _ in 0..200 {
+        if let Some((_, JobStatus::Done(_))) = store.summary_job(session, 0).await.unwrap() {
+            prepared = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(prepared, "the declined fold's summary was prepared");
+
+    // Once the view no longer fits, the fold takes the prepared summary.
+    loop {
+        assert!(app.append(&id, exchange(n)).await.status.is_success());
+        n += 1;
+        let record = compact().await;
+        if !record["summarized_seqs"].as_array().unwrap().is_empty() {
+            assert_eq!(record["summarizer"]["kind"], "openai", "{record}");
+            assert_eq!(record["summarizer"]["latency_ms"], 0.0, "{record}");
+            assert!(
+                record["summary_text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("PREPARED"),
+                "{record}"
+            );
+            break;
+        }
+        assert!(n < 40, "never folded: {record}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declined_episodic_fold_is_prepared_for_sqlite() {
+    a_declined_episodic_fold_is_prepared_for(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declined_episodic_fold_is_prepared_for_postgres() {
+    a_declined_episodic_fold_is_prepared_for(Backend::Postgres).await;
+}

@@ -182,6 +182,7 @@ pub(super) fn run_full(
         record: out.record,
         folded: out.folded,
         changed: out.changed,
+        declined_fold: out.declined_fold,
     })
 }
 

@@ -160,7 +160,8 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The soft and full tiers: the view down to the low-water mark, folding last.
+    /// The soft and full tiers: the view down to the low-water mark, folding last; the soft
+    /// tier acts only when it reaches the mark.
     fn bring_down(self) -> Step<'a> {
         let config = self.input.config;
         let before = self.current_tokens();
@@ -184,6 +185,13 @@ impl<'a> Run<'a> {
         } = plan;
         let must = self.must();
         if !must && before - tokens < config.min_gain_tokens() {
+            return Step::Go(self);
+        }
+        // Short of the low-water mark (what must stay, the summary and the tail, is over it),
+        // the soft tier would free a little and leave the view near the tier, to be rewritten
+        // again a few turns later: it waits for the full tier. The next fold's summary is
+        // prepared meanwhile (from the warn tier on).
+        if !must && self.tier == Tier::Soft && tokens > bounds.low_water {
             return Step::Go(self);
         }
         if cut > 0 {

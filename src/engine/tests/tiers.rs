@@ -137,6 +137,38 @@ async fn a_warn_offload_short_of_low_water_waits_for_the_soft_tier() {
     assert!(out.record.tokens_after <= 4_000, "{:?}", out.record);
 }
 
+/// A soft-tier compaction that cannot bring the view down to the low-water mark (here the
+/// tool schemas leave the mark under what the tail alone takes) would free a little and leave
+/// the view near the tier: it waits for the full tier, which acts.
+#[tokio::test]
+async fn a_soft_compaction_short_of_low_water_waits_for_the_full_tier() {
+    let config = config(10_000);
+    let mut log = Log::default();
+    log.user("Investigate.");
+    for i in 0..8 {
+        log.exchange(&format!("c{i}"), 1_200);
+    }
+    for i in 0..4 {
+        log.user(&format!("message {i}"));
+    }
+    let state = CompactionState::default();
+    let tools = tools_for(0.81, &config, &log);
+    let out = run(&config, &state, &log, tools, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(out.record.tier, Tier::Soft);
+    assert!(!out.record.acted && !out.changed, "{:?}", out.record);
+    assert_eq!(out.record.prefix_kept, out.messages.len() as i64);
+
+    let tools = tools_for(0.91, &config, &log);
+    let out = run(&config, &state, &log, tools, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(out.record.tier, Tier::Full);
+    assert!(out.record.acted, "{:?}", out.record);
+    assert!(out.record.tokens_after < out.record.tokens_before);
+}
+
 #[tokio::test]
 async fn a_small_gain_leaves_the_view_alone() {
     let config = config(10_000);

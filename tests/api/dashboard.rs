@@ -30,7 +30,7 @@ async fn busy_session(app: &TestApp) -> String {
         json!([{"type": "message", "role": "system", "content": "You are a coding agent."}]),
     )
     .await;
-    for turn in 0..14 {
+    for turn in 0..24 {
         let reply = app
             .append(
                 &id,

@@ -127,6 +127,24 @@ async fn gated_model(gate: Arc<Semaphore>, calls: Arc<AtomicUsize>) -> String {
     format!("http://{addr}")
 }
 
+/// ctxd with the OpenAI-compatible model at `base_url` as its summariser.
+async fn app_with_model(backend: Backend, base_url: String) -> TestApp {
+    TestApp::spawn_with_summarizer(
+        backend,
+        llm::build(LlmConfig {
+            kind: LlmKind::OpenAi,
+            base_url,
+            model: "fake-model".into(),
+            api_key: None,
+            timeout: Duration::from_secs(20),
+            max_output_tokens: 500,
+            context_tokens: 128_000,
+            limits: CallLimits::default(),
+        }),
+    )
+    .await
+}
+
 async fn turn(app: &TestApp, id: &str, n: usize) -> Value {
     let events = json!([
         {"type": "message", "role": "user", "content": format!("turn {n}: check log {n}")},
@@ -146,21 +164,7 @@ async fn turn(app: &TestApp, id: &str, n: usize) -> Value {
 
 async fn a_model_that_does_not_answer_holds_up_no_compaction(backend: Backend) {
     let (gate, calls) = (Arc::new(Semaphore::new(0)), Arc::new(AtomicUsize::new(0)));
-    let base_url = gated_model(gate.clone(), calls.clone()).await;
-    let app = TestApp::spawn_with_summarizer(
-        backend,
-        llm::build(LlmConfig {
-            kind: LlmKind::OpenAi,
-            base_url,
-            model: "fake-model".into(),
-            api_key: None,
-            timeout: Duration::from_secs(20),
-            max_output_tokens: 500,
-            context_tokens: 128_000,
-            limits: CallLimits::default(),
-        }),
-    )
-    .await;
+    let app = app_with_model(backend, gated_model(gate.clone(), calls.clone()).await).await;
     let id = app
         .create_session(
             json!({"config": {"context_window": 8000, "max_output_tokens": 500,
@@ -273,21 +277,7 @@ async fn a_fold_takes_the_summary_prepared_for_it_postgres() {
 /// prepared meanwhile, so the fold that comes takes the model's summary without waiting for it.
 async fn a_declined_episodic_fold_is_prepared_for(backend: Backend) {
     let (gate, calls) = (Arc::new(Semaphore::new(100)), Arc::new(AtomicUsize::new(0)));
-    let base_url = gated_model(gate, calls.clone()).await;
-    let app = TestApp::spawn_with_summarizer(
-        backend,
-        llm::build(LlmConfig {
-            kind: LlmKind::OpenAi,
-            base_url,
-            model: "fake-model".into(),
-            api_key: None,
-            timeout: Duration::from_secs(20),
-            max_output_tokens: 500,
-            context_tokens: 128_000,
-            limits: CallLimits::default(),
-        }),
-    )
-    .await;
+    let app = app_with_model(backend, gated_model(gate, calls).await).await;
     let id = app
         .create_session(
             json!({"config": {"policy": "episodic", "context_window": 8000,

@@ -1,59 +1,7 @@
-//! The episodic policy: what each pass archives, in what order, and what it never touches.
+//! The passes: completed exchanges by priority and age, episodes by their dependencies, the
+//! oldest conversation folded, pinned messages collapsed last; what stays.
 
-use serde_json::json;
-
-use super::tests::{run, Log};
-use crate::domain::compaction::{ItemState, Mode, Projection, Reason, Tier};
-use crate::domain::session::{Policy, SessionConfig};
-use crate::domain::state::CompactionState;
-use crate::tokens::Tokenizer;
-
-/// The passes' tests use results a few times the default observation cap at small windows:
-/// the cap here is half the room (`the_observation_cap_scales_with_the_window` checks the
-/// default).
-fn config(window: u32) -> SessionConfig {
-    SessionConfig {
-        context_window: window,
-        max_output_tokens: 1_000,
-        tokenizer: Tokenizer::Chars4,
-        policy: Policy::Episodic,
-        item_max_share: 0.5,
-        ..SessionConfig::default()
-    }
-}
-
-fn shown(out: &super::EngineOutput<'_>, seq: i64) -> Option<(Projection, String)> {
-    out.messages
-        .iter()
-        .find(|m| m.seq == Some(seq))
-        .map(|m| (m.projection, m.content.to_string()))
-}
-
-fn projection(out: &super::EngineOutput<'_>, seq: i64) -> Option<Projection> {
-    shown(out, seq).map(|(p, _)| p)
-}
-
-/// A call of tool `name` and its result of `chars` characters; the result's seq.
-fn exchange(log: &mut Log, id: &str, name: &str, chars: usize) -> i64 {
-    log.push(json!({"type": "message", "role": "assistant",
-        "tool_calls": [{"id": id, "name": name, "arguments": {"path": format!("src/{id}.rs")}}]}));
-    let content: String = (0..chars)
-        .map(|i| if i % 80 == 79 { '\n' } else { 'r' })
-        .collect();
-    log.push(
-        json!({"type": "message", "role": "tool", "tool_call_id": id, "name": name,
-        "content": content}),
-    )
-}
-
-fn start(log: &mut Log, name: &str, kind: &str, dependencies: &[&str]) -> i64 {
-    log.push(json!({"type": "episode_start", "name": name, "kind": kind,
-        "dependencies": dependencies}))
-}
-
-fn end(log: &mut Log, name: &str, conclusion: &str) -> i64 {
-    log.push(json!({"type": "episode_end", "name": name, "conclusion": conclusion}))
-}
+use super::*;
 
 /// The scenario: two explorations and an action depending on one of them, pushed past
 /// the trigger. The action goes first, then the exploration nothing depends on, and the
@@ -212,70 +160,6 @@ async fn the_current_turn_and_the_active_episode_stay() {
     );
 }
 
-/// A result larger than the observation cap is its head and tail even while current.
-#[tokio::test]
-async fn an_observation_over_the_cap_is_an_excerpt_while_current() {
-    let cfg = config(20_000);
-    let mut log = Log::default();
-    log.user("Read the big one.");
-    let big = exchange(&mut log, "b", "read", 20_000);
-    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Force, 0)
-        .await
-        .unwrap();
-    assert_eq!(projection(&out, big), Some(Projection::Preview));
-    assert_ne!(
-        out.state.reduced.get(&big).map(|r| r.reason),
-        Some(Reason::ArchivedToolExchange)
-    );
-}
-
-/// A result larger than the observation cap is its head and tail even while active.
-#[tokio::test]
-async fn a_large_observation_is_capped_while_active() {
-    let cfg = config(100_000);
-    let mut log = Log::default();
-    log.user("Read the log.");
-    let seq = exchange(&mut log, "big", "read", 40_000);
-    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
-        .await
-        .unwrap();
-    let (p, content) = shown(&out, seq).unwrap();
-    assert_eq!(p, Projection::Preview);
-    assert!(content.len() < 17_000, "{}", content.len());
-    assert!(content.contains(&format!("observation://{seq}?offset=")));
-}
-
-/// The observation cap is the smaller of `observation_max_chars` and `item_max_share` of the
-/// room: a small window caps a mid-sized read that a large one shows whole, and the setting
-/// moves the cap.
-#[tokio::test]
-async fn the_observation_cap_scales_with_the_window() {
-    let mut log = Log::default();
-    log.user("Read the file.");
-    let seq = exchange(&mut log, "f", "read", 6_000);
-    let shown_as = |window: u32, max_chars: u32| {
-        let mut cfg = config(window);
-        cfg.item_max_share = SessionConfig::default().item_max_share;
-        cfg.episodic.observation_max_chars = max_chars;
-        let log = &log;
-        async move {
-            let out = run(&cfg, &CompactionState::default(), log, 0, Mode::Auto, 0)
-                .await
-                .unwrap();
-            let (p, content) = shown(&out, seq).unwrap();
-            (p, content.chars().count())
-        }
-    };
-    // 16K: 6 % of the room is about 900 tokens, some 2,700 characters.
-    let (p, chars) = shown_as(16_000, 16_000).await;
-    assert_eq!(p, Projection::Preview);
-    assert!((2_000..3_500).contains(&chars), "{chars}");
-    assert_eq!(shown_as(200_000, 16_000).await, (Projection::Full, 6_000));
-    let (p, chars) = shown_as(200_000, 4_000).await;
-    assert_eq!(p, Projection::Preview);
-    assert!(chars < 4_500, "{chars}");
-}
-
 /// History without episodes: pass 1, then the oldest conversation folded into the summary,
 /// the first user request and the two most recent kept verbatim.
 #[tokio::test]
@@ -318,116 +202,9 @@ async fn unannotated_history_folds_the_oldest_and_keeps_the_first_request() {
         .find(|(_, r)| r.reason == Reason::ArchivedToolExchange)
         .expect("pass 1 archived results");
     assert_eq!(projection(&out, seq), Some(Projection::Reference));
-    let standing = super::inspect::standing(seq, None, false, 1, &out.state, &[]);
+    let standing = crate::engine::inspect::standing(seq, None, false, 1, &out.state, &[]);
     assert_eq!(standing.state, ItemState::Archived);
     assert_eq!(standing.reason, Reason::ArchivedToolExchange);
-}
-
-/// Overflow retries reduce the current user turn: a bounded preview with its reference, then
-/// the reference alone.
-#[tokio::test]
-async fn overflow_retries_reduce_the_current_user_turn() {
-    let cfg = config(20_000);
-    let mut log = Log::default();
-    log.system("sys");
-    log.user("Earlier.");
-    exchange(&mut log, "a", "read", 3_000);
-    let turn = log.user(&"A very long request with pasted logs. ".repeat(300));
-    let state = CompactionState::default();
-    let first = run(&cfg, &state, &log, 0, Mode::Auto, 1).await.unwrap();
-    let (p, content) = shown(&first, turn).unwrap();
-    assert_eq!(p, Projection::Preview);
-    assert!(
-        content.contains(&format!("observation://{turn}?offset=")),
-        "{content}"
-    );
-    let second = run(&cfg, &state, &log, 0, Mode::Auto, 2).await.unwrap();
-    let (p, content) = shown(&second, turn).unwrap();
-    assert_eq!(p, Projection::Reference);
-    assert!(
-        content.contains(&format!("observation://{turn}")),
-        "{content}"
-    );
-    assert!(second.record.tokens_after < first.record.tokens_after);
-    assert_eq!(
-        second.state.reduced.get(&turn).unwrap().reason,
-        Reason::OverflowRetry
-    );
-}
-
-/// A long autonomous loop after one user message: only its newest exchanges (at most four,
-/// within the tail's token cap) are the current turn, so the older ones are archived and folded
-/// as the view grows, and no compaction is an emergency.
-#[tokio::test]
-async fn a_long_tool_loop_is_not_all_current() {
-    let cfg = config(8_000);
-    let mut log = Log::default();
-    log.system("sys");
-    let request = log.user("Fix every failing test.");
-    let mut state = CompactionState::default();
-    let mut results = Vec::new();
-    for i in 0..160 {
-        results.push(exchange(&mut log, &format!("c{i}"), "read", 1_500));
-        let out = run(&cfg, &state, &log, 0, Mode::Auto, 0).await.unwrap();
-        assert_ne!(out.record.tier, Tier::Emergency, "turn {i}");
-        assert!(out.record.tokens_after <= 8_000);
-        assert_eq!(
-            projection(&out, request),
-            Some(Projection::Full),
-            "turn {i}"
-        );
-        // The newest results stay, as many as the tail's cap holds (two of these here).
-        for &seq in results.iter().rev().take(2) {
-            assert_eq!(
-                projection(&out, seq),
-                Some(Projection::Full),
-                "turn {i}: {seq}"
-            );
-        }
-        state = out.state;
-    }
-    assert!(
-        state.checkpoint_seq > 0,
-        "the oldest exchanges were archived, then folded"
-    );
-}
-
-/// A current turn whose results alone overflow the room: its answered results but the newest
-/// are archived, oldest first, instead of truncating anything.
-#[tokio::test]
-async fn a_current_turn_too_large_for_the_room_archives_its_older_results() {
-    let cfg = config(8_000);
-    let mut log = Log::default();
-    log.system("sys");
-    log.user("Read the four logs.");
-    let results: Vec<i64> = (0..4)
-        .map(|i| exchange(&mut log, &format!("l{i}"), "read", 9_000))
-        .collect();
-    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
-        .await
-        .unwrap();
-    assert!(
-        out.record.tokens_before > 8_000,
-        "{}",
-        out.record.tokens_before
-    );
-    assert_ne!(out.record.tier, Tier::Emergency);
-    assert!(out.record.evicted_seqs.is_empty());
-    // Every answered result but the newest goes; the view fits the room (the window less the
-    // reserved output), though the newest alone keeps it over a low target.
-    assert!(
-        out.record.tokens_after <= 7_000,
-        "{}",
-        out.record.tokens_after
-    );
-    for &seq in &results[..3] {
-        assert_eq!(projection(&out, seq), Some(Projection::Reference));
-    }
-    assert_eq!(
-        projection(&out, results[3]),
-        Some(Projection::Full),
-        "the newest stays"
-    );
 }
 
 /// Pass 3's last resort: when folding the unpinned conversation cannot reach the target,
@@ -490,7 +267,7 @@ async fn pinned_messages_and_notes_collapse_oldest_first_each_by_reference() {
             "seq {seq} has no reference in\n{}",
             summary.content
         );
-        let standing = super::inspect::standing(seq, None, true, 1, &out.state, &[]);
+        let standing = crate::engine::inspect::standing(seq, None, true, 1, &out.state, &[]);
         assert_eq!(standing.state, ItemState::Archived);
         assert_eq!(standing.projection, Projection::Summary);
         assert_eq!(standing.reason, Reason::PinnedCollapsed);
@@ -509,18 +286,6 @@ async fn pinned_messages_and_notes_collapse_oldest_first_each_by_reference() {
             (Reason::PinnedCollapsed, out.record.id)
         );
     }
-}
-
-/// Whether a summary names the event at `seq` by reference: an entry led by its
-/// `observation://` URI, or its seq in the list of those to recall by URI.
-pub(super) fn names(summary: &str, seq: i64) -> bool {
-    summary.contains(&format!("observation://{seq} "))
-        || summary.lines().any(|line| {
-            line.split_once(" for seq ").is_some_and(|(lead, seqs)| {
-                lead.ends_with("recall observation://<seq>")
-                    && seqs.split(", ").any(|s| s == seq.to_string())
-            })
-        })
 }
 
 /// Archiving an exchange takes its call's long arguments too (a write's content): the call
@@ -567,7 +332,7 @@ async fn an_archived_write_leaves_with_its_content() {
         sent.chars().count()
     );
     assert!(arguments.starts_with(&lead), "{arguments}");
-    let recalled: String = super::view::recall_text(event)
+    let recalled: String = crate::engine::view::recall_text(event)
         .chars()
         .skip(offset)
         .collect();
@@ -587,56 +352,4 @@ async fn an_archived_write_leaves_with_its_content() {
         .find(|m| m.seq == Some(read - 1))
         .unwrap();
     assert_eq!(read_call.projection, Projection::Full);
-}
-
-/// An eviction that cannot bring the view down to the target (a long recent request stays
-/// verbatim) does not act at the trigger, where it would free a little and the view would be
-/// back there a few turns later: it waits until the view no longer fits.
-#[tokio::test]
-async fn an_eviction_short_of_the_target_waits_until_the_view_does_not_fit() {
-    let cfg = config(8_000);
-    let (trigger, target, room) = (5_400, 2_200, 7_000);
-    let mut log = Log::default();
-    log.system("sys");
-    log.user("Start.");
-    let old = [
-        exchange(&mut log, "a", "read", 3_200),
-        exchange(&mut log, "b", "read", 3_200),
-    ];
-    log.user(&"The spec, pasted in full. ".repeat(400));
-    log.user("Go on.");
-    exchange(&mut log, "c", "read", 2_400);
-    exchange(&mut log, "d", "read", 2_400);
-    let state = CompactionState::default();
-    let out = run(&cfg, &state, &log, 0, Mode::Auto, 0).await.unwrap();
-    let before = out.record.tokens_before;
-    assert!(before > trigger && before < room, "{before}");
-    // The old reads could free a worthwhile 1,600 tokens, not the view down to the target.
-    assert!(before - 1_700 > target, "{before}");
-    assert_eq!(out.record.tokens_after, before, "nothing rewritten");
-    for seq in old {
-        assert_eq!(projection(&out, seq), Some(Projection::Full));
-    }
-
-    // A turn later the view is over the room: the eviction acts, and the view fits.
-    exchange(&mut log, "e", "read", 8_000);
-    let out = run(&cfg, &out.state, &log, 0, Mode::Auto, 0).await.unwrap();
-    assert!(
-        out.record.tokens_before > room,
-        "{}",
-        out.record.tokens_before
-    );
-    assert!(
-        out.record.tokens_after <= room,
-        "{}",
-        out.record.tokens_after
-    );
-    assert_ne!(out.record.tier, Tier::Emergency);
-    for seq in old {
-        assert_ne!(
-            projection(&out, seq),
-            Some(Projection::Full),
-            "archived or folded"
-        );
-    }
 }

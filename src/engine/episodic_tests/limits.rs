@@ -1,0 +1,163 @@
+//! When an eviction acts, and what it does when the view does not fit: overflow retries, a
+//! long tool loop, a current turn over the room, an eviction short of the target.
+
+use super::*;
+
+/// Overflow retries reduce the current user turn: a bounded preview with its reference, then
+/// the reference alone.
+#[tokio::test]
+async fn overflow_retries_reduce_the_current_user_turn() {
+    let cfg = config(20_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Earlier.");
+    exchange(&mut log, "a", "read", 3_000);
+    let turn = log.user(&"A very long request with pasted logs. ".repeat(300));
+    let state = CompactionState::default();
+    let first = run(&cfg, &state, &log, 0, Mode::Auto, 1).await.unwrap();
+    let (p, content) = shown(&first, turn).unwrap();
+    assert_eq!(p, Projection::Preview);
+    assert!(
+        content.contains(&format!("observation://{turn}?offset=")),
+        "{content}"
+    );
+    let second = run(&cfg, &state, &log, 0, Mode::Auto, 2).await.unwrap();
+    let (p, content) = shown(&second, turn).unwrap();
+    assert_eq!(p, Projection::Reference);
+    assert!(
+        content.contains(&format!("observation://{turn}")),
+        "{content}"
+    );
+    assert!(second.record.tokens_after < first.record.tokens_after);
+    assert_eq!(
+        second.state.reduced.get(&turn).unwrap().reason,
+        Reason::OverflowRetry
+    );
+}
+
+/// A long autonomous loop after one user message: only its newest exchanges (at most four,
+/// within the tail's token cap) are the current turn, so the older ones are archived and folded
+/// as the view grows, and no compaction is an emergency.
+#[tokio::test]
+async fn a_long_tool_loop_is_not_all_current() {
+    let cfg = config(8_000);
+    let mut log = Log::default();
+    log.system("sys");
+    let request = log.user("Fix every failing test.");
+    let mut state = CompactionState::default();
+    let mut results = Vec::new();
+    for i in 0..160 {
+        results.push(exchange(&mut log, &format!("c{i}"), "read", 1_500));
+        let out = run(&cfg, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+        assert_ne!(out.record.tier, Tier::Emergency, "turn {i}");
+        assert!(out.record.tokens_after <= 8_000);
+        assert_eq!(
+            projection(&out, request),
+            Some(Projection::Full),
+            "turn {i}"
+        );
+        // The newest results stay, as many as the tail's cap holds (two of these here).
+        for &seq in results.iter().rev().take(2) {
+            assert_eq!(
+                projection(&out, seq),
+                Some(Projection::Full),
+                "turn {i}: {seq}"
+            );
+        }
+        state = out.state;
+    }
+    assert!(
+        state.checkpoint_seq > 0,
+        "the oldest exchanges were archived, then folded"
+    );
+}
+
+/// A current turn whose results alone overflow the room: its answered results but the newest
+/// are archived, oldest first, instead of truncating anything.
+#[tokio::test]
+async fn a_current_turn_too_large_for_the_room_archives_its_older_results() {
+    let cfg = config(8_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Read the four logs.");
+    let results: Vec<i64> = (0..4)
+        .map(|i| exchange(&mut log, &format!("l{i}"), "read", 9_000))
+        .collect();
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert!(
+        out.record.tokens_before > 8_000,
+        "{}",
+        out.record.tokens_before
+    );
+    assert_ne!(out.record.tier, Tier::Emergency);
+    assert!(out.record.evicted_seqs.is_empty());
+    // Every answered result but the newest goes; the view fits the room (the window less the
+    // reserved output), though the newest alone keeps it over a low target.
+    assert!(
+        out.record.tokens_after <= 7_000,
+        "{}",
+        out.record.tokens_after
+    );
+    for &seq in &results[..3] {
+        assert_eq!(projection(&out, seq), Some(Projection::Reference));
+    }
+    assert_eq!(
+        projection(&out, results[3]),
+        Some(Projection::Full),
+        "the newest stays"
+    );
+}
+
+/// An eviction that cannot bring the view down to the target (a long recent request stays
+/// verbatim) does not act at the trigger, where it would free a little and the view would be
+/// back there a few turns later: it waits until the view no longer fits.
+#[tokio::test]
+async fn an_eviction_short_of_the_target_waits_until_the_view_does_not_fit() {
+    let cfg = config(8_000);
+    let (trigger, target, room) = (5_400, 2_200, 7_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Start.");
+    let old = [
+        exchange(&mut log, "a", "read", 3_200),
+        exchange(&mut log, "b", "read", 3_200),
+    ];
+    log.user(&"The spec, pasted in full. ".repeat(400));
+    log.user("Go on.");
+    exchange(&mut log, "c", "read", 2_400);
+    exchange(&mut log, "d", "read", 2_400);
+    let state = CompactionState::default();
+    let out = run(&cfg, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+    let before = out.record.tokens_before;
+    assert!(before > trigger && before < room, "{before}");
+    // The old reads could free a worthwhile 1,600 tokens, not the view down to the target.
+    assert!(before - 1_700 > target, "{before}");
+    assert_eq!(out.record.tokens_after, before, "nothing rewritten");
+    for seq in old {
+        assert_eq!(projection(&out, seq), Some(Projection::Full));
+    }
+
+    // A turn later the view is over the room: the eviction acts, and the view fits.
+    exchange(&mut log, "e", "read", 8_000);
+    let out = run(&cfg, &out.state, &log, 0, Mode::Auto, 0).await.unwrap();
+    assert!(
+        out.record.tokens_before > room,
+        "{}",
+        out.record.tokens_before
+    );
+    assert!(
+        out.record.tokens_after <= room,
+        "{}",
+        out.record.tokens_after
+    );
+    assert_ne!(out.record.tier, Tier::Emergency);
+    for seq in old {
+        assert_ne!(
+            projection(&out, seq),
+            Some(Projection::Full),
+            "archived or folded"
+        );
+    }
+}

@@ -5,6 +5,7 @@ pub mod append;
 pub mod compaction;
 pub mod condensation;
 pub mod content;
+pub mod diagnostic;
 pub mod episodes;
 pub mod event;
 pub mod observation;

@@ -105,9 +105,45 @@ async fn a_larger_window_names_more_error_lines_of_a_reduced_result() {
     assert_eq!(error_lines_named(128_000, &text).await, 31);
 }
 
+/// A C build that reports one message at thirty places of a file and two other errors, shown
+/// as an excerpt in a small window: the message is one line naming its places, so the other
+/// errors are named too, where the first four lines would all have been the one message.
+#[tokio::test]
+async fn one_message_at_many_places_is_one_error_line_of_a_reduced_result() {
+    let mut text: String = (0..1_500).map(|i| format!("gcc -c src/f{i}.c\n")).collect();
+    text.extend(
+        (80..110).map(|l| format!("src/t.c:{l}:5: error: invalid use of incomplete typedef ‘t’\n")),
+    );
+    text.push_str("src/k.c:437:46: error: ‘t’ has no member named ‘data’\n");
+    text.push_str("collect2: error: ld returned 1 exit status\n");
+    text.extend((1_500..3_000).map(|i| format!("gcc -c src/f{i}.c\n")));
+    let shown = error_lines_shown(16_000, &text).await;
+    let entries: Vec<&str> = shown.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(entries.len(), 3, "{shown}");
+    assert!(
+        entries[0]
+            .starts_with("src/t.c: error: invalid use of incomplete typedef ‘t’ (at 80:5, 81:5,"),
+        "{shown}"
+    );
+    assert_eq!(
+        entries[1],
+        "src/k.c:437:46: error: ‘t’ has no member named ‘data’"
+    );
+    assert_eq!(entries[2], "collect2: error: ld returned 1 exit status");
+}
+
 /// How many error lines the view of a window shows of one large build output, checking that
 /// the next call shows it the same way.
 async fn error_lines_named(window: u32, text: &str) -> usize {
+    error_lines_shown(window, text)
+        .await
+        .matches("error[E0308]")
+        .count()
+}
+
+/// What the view of a window shows of one large build output, checking that the next call
+/// shows it the same way.
+async fn error_lines_shown(window: u32, text: &str) -> String {
     let config = config(window);
     let mut log = Log::default();
     log.system("sys");
@@ -128,7 +164,7 @@ async fn error_lines_named(window: u32, text: &str) -> usize {
         .await
         .unwrap();
     assert_eq!(next.messages[..out.messages.len()], out.messages[..]);
-    shown.content.matches("error[E0308]").count()
+    shown.content.to_string()
 }
 
 /// The model asked for a recalled slice: it stays in full while recent, though over the

@@ -8,7 +8,7 @@ use crate::domain::compaction::{Projection, Summary, ViewMessage, NOT_AVAILABLE}
 use crate::domain::condensation::Memory;
 use crate::domain::content::Part;
 use crate::domain::event::{Event, EventBody, Role, ShownAs, ToolCall};
-use crate::domain::{observation, text};
+use crate::domain::{diagnostic, observation, text};
 use crate::tokens::Tokenizer;
 
 /// Marks the summary message so that models (and people) can tell it from the conversation.
@@ -229,7 +229,10 @@ pub fn preview_message(
                 total - shown_chars,
                 ObservationUri(event.seq)
             );
-            push_lines(&mut content, error_lines(&text[shown.len()..], errors));
+            push_lines(
+                &mut content,
+                &error_entries(&text[shown.len()..], errors, PLACES_CHARS),
+            );
         }
         image_references(event, &mut content);
         content
@@ -238,7 +241,7 @@ pub fn preview_message(
 }
 
 /// Writes each of `lines` on a line of its own.
-fn push_lines<'t>(content: &mut String, lines: impl IntoIterator<Item = &'t str>) {
+fn push_lines(content: &mut String, lines: &[String]) {
     for line in lines {
         content.push('\n');
         content.push_str(line);
@@ -297,7 +300,7 @@ pub fn excerpt_message(
             total - offset - count(tail),
             ObservationUri(event.seq)
         );
-        push_lines(&mut content, error_lines(middle, errors));
+        push_lines(&mut content, &error_entries(middle, errors, PLACES_CHARS));
         content.push('\n');
         content.push_str(tail);
         image_references(event, &mut content);
@@ -339,6 +342,27 @@ pub fn error_lines(text: &str, max: usize) -> Vec<&str> {
     found
 }
 
+/// Lines read from an output per error entry: a compiler's message at many places of one file
+/// is one entry.
+const LINES_PER_ERROR_ENTRY: usize = 8;
+/// The places an entry of a reduced item names, in characters.
+const PLACES_CHARS: usize = 120;
+
+/// At most `max` entries for the error lines of `text` ([`error_lines`]), a compiler's
+/// diagnostics of one message in one file at many places as one entry naming the places, in
+/// at most `places_chars` characters (`src/a.c: error: … (at 12:5, 14:5)`,
+/// [`diagnostic::grouped`]): a build's distinct errors, where its first lines could all be one
+/// message.
+pub fn error_entries(text: &str, max: usize, places_chars: usize) -> Vec<String> {
+    let lines = error_lines(text, max.saturating_mul(LINES_PER_ERROR_ENTRY));
+    let mut entries: Vec<String> = diagnostic::grouped(lines.into_iter().map(str::to_owned))
+        .into_iter()
+        .map(|entry| entry.render(places_chars))
+        .collect();
+    entries.truncate(max);
+    entries
+}
+
 /// Every line that [`reads_as_error`] holds one of these (its words in lower, capitalised or
 /// upper case): searching for them skips most of a long output.
 static ERROR_NEEDLES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 6]> =
@@ -349,15 +373,25 @@ static ERROR_NEEDLES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 6]> 
 
 /// Whether a line says what failed: `error…`, `error:`, `error[`, `FAILED`, `panicked at`,
 /// `exception`. What a reduced tool result keeps, and what the replay counts as an error fact.
+/// A line of a file as a read tool numbers it (`  106→  printf("FAILED");`, or `cat -n`'s
+/// number and tab) is source, not what a run said.
 pub fn reads_as_error(line: &str) -> bool {
     let lower = line.to_ascii_lowercase();
     line.len() >= 8
+        && !is_numbered_source(line)
         && (lower.starts_with("error")
             || lower.contains("error:")
             || lower.contains("error[")
             || line.contains("FAILED")
             || line.contains("panicked at")
             || lower.contains("exception"))
+}
+
+/// Whether `line` is a numbered line of a file: a line number, then `→` or a tab.
+fn is_numbered_source(line: &str) -> bool {
+    let rest = line.trim_start();
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    digits > 0 && (rest[digits..].starts_with('→') || rest[digits..].starts_with('\t'))
 }
 
 /// An event shown only by its observation reference, and at most `errors` error lines of its
@@ -399,7 +433,7 @@ fn referenced(
     let content = event.derived.shown(kind, [0, errors as i64, chars], || {
         let (text, total) = shown_text(event, chars);
         let mut content = head(total, ObservationUri(event.seq));
-        push_lines(&mut content, error_lines(&text, errors));
+        push_lines(&mut content, &error_entries(&text, errors, PLACES_CHARS));
         image_references(event, &mut content);
         content
     });
@@ -513,6 +547,17 @@ mod tests {
         ) {
             proptest::prop_assert_eq!(head_of(&text, max_chars), head_of_chars(&text, max_chars));
         }
+    }
+
+    #[test]
+    fn a_numbered_line_of_a_file_read_is_source_not_an_error() {
+        let read = "    58→    if (!ok) {\n    59→        printf(\"ASSERTION FAILED: %s\\n\", x);\n   60\tfputs(\"error: bad\", f);";
+        assert_eq!(error_lines(read, 10), Vec::<&str>::new());
+        let run = "tests/t.c:59: ASSERTION FAILED: x\nerror: 2 tests failed";
+        assert_eq!(
+            error_lines(run, 10),
+            ["tests/t.c:59: ASSERTION FAILED: x", "error: 2 tests failed"]
+        );
     }
 
     proptest::proptest! {

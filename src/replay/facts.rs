@@ -1,11 +1,13 @@
 //! The facts a session establishes, and whether a view still holds them: paths the agent acted
 //! on (in tool-call arguments and user messages), error lines of tool outputs, the user's
-//! requests and the constraints they state ("never…", "do not…", "must…"). A fact is kept when its text is in the view's text (verbatim, or in the summary).
+//! requests and the constraints they state ("never…", "do not…", "must…"). A fact is kept when its text is in the view's text (verbatim, or in the summary), or, for a
+//! compiler's diagnostic, when a line names its message in its file at its place among others.
 
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use crate::domain::diagnostic::{Group, Located};
 use crate::engine::view::reads_as_error;
 
 /// A session's facts, by kind.
@@ -108,9 +110,21 @@ impl Facts {
                 set.len(),
             )
         };
+        // A compiler's diagnostic is kept, too, where a line names its message in its file at
+        // its place among others (`src/a.c: error: … (at 12:5, 14:5)`): the same fact, told once
+        // for every place.
+        let groups: Vec<Group> = view_text
+            .lines()
+            .filter(|l| l.contains(" (at "))
+            .filter_map(|l| Group::parse(l.trim_start_matches(['-', '>', '*', ' '])))
+            .collect();
+        let errors = self.errors.iter().filter(|f| {
+            view_text.contains(f.as_str())
+                || Located::parse(f).is_some_and(|l| groups.iter().any(|g| g.names(&l)))
+        });
         Kept {
             paths: count(&self.paths),
-            errors: count(&self.errors),
+            errors: (errors.count(), self.errors.len()),
             requests: count(&self.requests),
             constraints: count(&self.constraints),
             planted: count(&self.planted),
@@ -213,6 +227,22 @@ mod tests {
         );
         assert_eq!(kept.constraints, (0, 1));
         assert!((kept.share() - 0.6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_diagnostic_is_kept_where_its_message_is_named_at_its_place() {
+        let mut facts = Facts::default();
+        let build = "src/t.c:84:11: error: invalid use of ‘t’\nsrc/t.c:85:11: error: invalid use of ‘t’\nsrc/t.c:90:2: error: no member named ‘data’";
+        facts.learn(&json!({"role": "tool", "content": build}));
+        let summary = "## Errors seen\n- src/t.c: error: invalid use of ‘t’ (at 84:11, 85:11)\n- src/t.c: error: no member named ‘data’ (at 91:2, 92:2)";
+        assert_eq!(facts.kept_in(summary).errors, (2, 3));
+        // A place alone, or the message elsewhere, is not the fact.
+        assert_eq!(
+            facts
+                .kept_in("84:11 85:11 90:2; error: invalid use of ‘t’")
+                .errors,
+            (0, 3)
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::domain::compaction::{is_unknown, Anchors, NOT_AVAILABLE};
+use crate::domain::diagnostic;
 use crate::domain::event::{Event, EventBody, Role, ToolCall};
 use crate::engine::view;
 
@@ -120,19 +121,19 @@ impl Digest {
                             let index = self.get(Section::Errors).len() - 1;
                             open_errors.push((attempt, index, Vec::new()));
                             // The other lines that say what went wrong, as they read.
-                            let more = view::error_lines(m.content.text(), errors.failed + 1);
-                            for other in more.into_iter().filter(|l| !line.starts_with(l)) {
+                            let more = error_entries(m.content.text(), errors.failed + 1);
+                            for other in more.into_iter().filter(|l| !line.starts_with(l.as_str()))
+                            {
                                 if self.get(Section::Errors).len() - index > errors.failed {
                                     break;
                                 }
-                                self.push(Section::Errors, one_line(other, ERROR_CHARS));
+                                self.push(Section::Errors, other);
                             }
                         } else {
                             // A run that succeeded may still report errors (a test log, a
                             // linter): its error lines are facts too.
-                            let text = m.content.text();
-                            for line in view::error_lines(text, errors.ok) {
-                                self.push(Section::Errors, one_line(line, ERROR_CHARS));
+                            for entry in error_entries(m.content.text(), errors.ok) {
+                                self.push(Section::Errors, entry);
                             }
                             self.note_fixes(&mut open_errors, &attempt);
                         }
@@ -290,9 +291,10 @@ impl Digest {
 
     /// Keeps one entry per error line, where it was last seen, with how many times it was: a
     /// test that fails run after run is one line, not one per run, and the room goes to
-    /// distinct errors.
+    /// distinct errors. A compiler's message in one file is one entry naming its places, the
+    /// places of every run it was seen in ([`grouped_entries`]).
     pub(super) fn dedupe_errors(&mut self) {
-        let errors = std::mem::take(self.get_mut(Section::Errors));
+        let errors = grouped_entries(std::mem::take(self.get_mut(Section::Errors)));
         let mut times: HashMap<String, usize> = HashMap::new();
         let lines: Vec<String> = errors
             .into_iter()
@@ -469,6 +471,39 @@ pub(super) fn error_line(text: &str, max_chars: usize) -> String {
         Some(line) => one_line(line, max_chars),
         None => first_line(text, max_chars),
     }
+}
+
+/// At most `max` entries for the error lines of one output ([`view::error_entries`]).
+fn error_entries(text: &str, max: usize) -> Vec<String> {
+    let entries = view::error_entries(text, max, PLACES_CHARS);
+    let entries = entries.iter();
+    entries
+        .map(|e| one_line(e, ERROR_CHARS + PLACES_CHARS))
+        .collect()
+}
+
+/// `entries` with the diagnostics of one message in one file merged where the newest was
+/// ([`diagnostic::grouped`]); an entry that says how often it was seen stays as it is.
+fn grouped_entries(entries: Vec<String>) -> Vec<String> {
+    let mut counted = Vec::new();
+    let once = entries.into_iter().enumerate().filter_map(|(i, entry)| {
+        let (line, n) = split_times(entry);
+        if n > 1 {
+            counted.push((i, format!("{line}{SEEN}{n}{TIMES}")));
+            None
+        } else {
+            Some(line)
+        }
+    });
+    let mut out: Vec<String> = diagnostic::grouped(once)
+        .into_iter()
+        .map(|entry| entry.render(PLACES_CHARS))
+        .collect();
+    // Counted entries are not grouped: back where they were, as near as the merges allow.
+    for (i, entry) in counted {
+        out.insert(i.min(out.len()), entry);
+    }
+    out
 }
 
 /// How many times an error entry says its line was seen, and the line without it.

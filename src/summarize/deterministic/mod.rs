@@ -25,6 +25,9 @@ const TOOL_CALL_CHARS: usize = 200;
 const ARGUMENT_CHARS: usize = 80;
 const TOUCHED_CHARS: usize = 160;
 const ERROR_CHARS: usize = 200;
+/// The places an entry of one compiler message at many places names, in characters: about
+/// thirty `line:column` pairs.
+const PLACES_CHARS: usize = 240;
 const CONSTRAINT_CHARS: usize = 200;
 const FINDING_CHARS: usize = 200;
 /// The most error lines named for a failed tool run, besides the one that says what failed, and

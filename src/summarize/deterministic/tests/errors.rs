@@ -160,3 +160,51 @@ fn a_repeated_failure_leaves_room_for_distinct_errors_in_a_tight_summary() {
     );
     assert!(text.contains("FAILED (seen 12 times)"), "{text}");
 }
+
+#[test]
+fn a_build_with_one_message_at_many_places_names_every_place_in_one_entry() {
+    let mut build: Vec<String> = (80..100)
+        .map(|line| {
+            format!("src/tensor.c:{line}:11: error: invalid use of incomplete typedef ‘tensor_t’")
+        })
+        .collect();
+    build.push("src/kron.c:437:46: error: ‘tensor_t’ has no member named ‘data’".into());
+    build.push("collect2: error: ld returned 1 exit status".into());
+    let events = [
+        user(1, "fix the build"),
+        call(2, "c1", "bash", json!({"command": "make"})),
+        result(3, "c1", &build.join("\n"), true),
+    ];
+    // A 16K window's summary: eight error lines for a failed run besides its first.
+    let out = run(&Summary::default(), &events, 8_000);
+    let text = &out.summary.text;
+    let places: Vec<String> = (80..100).map(|line| format!("{line}:11")).collect();
+    let entry = format!(
+        "src/tensor.c: error: invalid use of incomplete typedef ‘tensor_t’ (at {})",
+        places.join(", ")
+    );
+    assert!(text.contains(&entry), "{text}");
+    // The other messages keep their lines.
+    assert!(
+        text.contains("src/kron.c:437:46: error: ‘tensor_t’ has no member named ‘data’"),
+        "{text}"
+    );
+    assert!(
+        text.contains("collect2: error: ld returned 1 exit status"),
+        "{text}"
+    );
+
+    // The next build's places of the same message join the entry.
+    let next = [
+        call(4, "c2", "bash", json!({"command": "make"})),
+        result(5, "c2", "src/tensor.c:120:3: error: invalid use of incomplete typedef ‘tensor_t’\nsrc/tensor.c:121:3: error: invalid use of incomplete typedef ‘tensor_t’", true),
+    ];
+    let later = run(&out.summary, &next, 8_000);
+    let text = &later.summary.text;
+    assert_eq!(
+        text.matches("- src/tensor.c: error: invalid use").count(),
+        1,
+        "{text}"
+    );
+    assert!(text.contains("99:11, 120:3, 121:3)"), "{text}");
+}

@@ -77,18 +77,31 @@ pub fn current_view<'a>(
     (messages, tokens)
 }
 
-/// The last seq the next soft compaction would fold as the view stands: what a summary can be
-/// prepared for ahead of it (the view only grows until then, so the fold then reaches at least
-/// as far). None when it would fold nothing.
+/// The last seq the next soft compaction (or episodic eviction) would fold as the view stands:
+/// what a summary can be prepared for ahead of it (the view only grows until then, so the fold
+/// then reaches at least as far). None when it would fold nothing.
 pub fn next_fold(
     config: &SessionConfig,
     state: &CompactionState,
     events: &[Event],
     format: Format,
 ) -> Option<i64> {
-    // The episodic policy folds only as its last pass, from its own trigger.
-    if config.policy != Policy::Progressive {
-        return None;
+    if config.policy == Policy::Episodic {
+        let input = EngineInput {
+            session_id: Uuid::nil(),
+            compaction_id: Uuid::nil(),
+            config,
+            state,
+            events,
+            head_seq: events.last().map_or(state.checkpoint_seq, |e| e.seq),
+            tools_tokens: state.last_view.tools_tokens,
+            format,
+            mode: crate::domain::compaction::Mode::Auto,
+            overflow_retry: 0,
+            condensation: None,
+            now: chrono::DateTime::UNIX_EPOCH,
+        };
+        return Run::start(input).ok()?.next_fold();
     }
     let mut work = Working::from_state(config, state, events, format);
     let bounds = Bounds::new(

@@ -54,23 +54,82 @@ impl<'a> Run<'a> {
         }
         self.cap_observations();
         let config = self.input.config;
-        let calibration = self.input.state.calibration_factor();
-        let share = |s: f64| Bounds::messages_at(config, self.input.tools_tokens, calibration, s);
-        let (trigger, mut target) = (
-            share(config.episodic.trigger),
-            share(config.episodic.target),
+        let (trigger, prepare_from, mut target) = (
+            self.share(config.episodic.trigger),
+            self.share(config.episodic.prepare_from()),
+            self.share(config.episodic.target),
         );
         let before = self.current_tokens();
         let forced = self.input.mode == Mode::Force;
         let must = forced || before > self.bounds.room;
         if before < trigger && !must {
-            self.tier = Tier::None;
+            // Near the trigger: the warn tier, from which the service has the summary of the
+            // next fold prepared (`next_fold`).
+            self.tier = if before >= prepare_from {
+                Tier::Warn
+            } else {
+                Tier::None
+            };
             return Step::Go(self);
         }
         self.tier = if must { Tier::Full } else { Tier::Soft };
         if forced {
             target = 0;
         }
+        // Rewrite the view's middle, which the provider's cache then misses, only when that
+        // frees a worthwhile gain and brings the view down to the target. One that cannot
+        // (what must stay, the current turn and the pinned requests, is over the target)
+        // waits until the view no longer fits: evicting at the trigger would free a little,
+        // and the view would be back at the trigger a few turns later.
+        let min_gain = config.min_gain_tokens();
+        let worthwhile = |before: i64, after: i64| before - after >= min_gain && after <= target;
+        let EvictionPlan {
+            candidate,
+            offloaded,
+            cut,
+            after_fold,
+            fold_seq,
+        } = self.plan(target);
+        if let Some(cut) = cut {
+            if must || worthwhile(before, after_fold) {
+                return Step::Wait(Pending::new(self, candidate, cut, offloaded));
+            }
+            // Waiting: the fold that comes when the view no longer fits starts with this
+            // one, and its summary can be prepared meanwhile.
+            self.declined_fold = fold_seq;
+        }
+        let tokens = candidate.tokens();
+        if offloaded.is_empty() || !(must || worthwhile(before, tokens)) {
+            return Step::Go(self);
+        }
+        self.accept(candidate, offloaded);
+        Step::Go(self)
+    }
+
+    /// The last seq the eviction at the trigger would fold as the view stands (see
+    /// [`super::next_fold`]).
+    pub(super) fn next_fold(mut self) -> Option<i64> {
+        self.cap_observations();
+        self.plan(self.share(self.input.config.episodic.target))
+            .fold_seq
+    }
+
+    /// The room's `share` in tokens, for the view's messages.
+    fn share(&self, share: f64) -> i64 {
+        let calibration = self.input.state.calibration_factor();
+        Bounds::messages_at(
+            self.input.config,
+            self.input.tools_tokens,
+            calibration,
+            share,
+        )
+    }
+
+    /// The eviction's passes on a copy of the view, down to `target` tokens: the copy, what it
+    /// archived, and the fold pass 3 would make.
+    fn plan(&self, target: i64) -> EvictionPlan<'a> {
+        let config = self.input.config;
+        let before = self.current_tokens();
         let id = self.input.compaction_id;
         let mut candidate = self.work.clone();
         let spans = episode_spans(&candidate);
@@ -82,13 +141,6 @@ impl<'a> Run<'a> {
                 .chain(&candidate.live)
                 .map(|l| l.event),
         );
-        // Rewrite the view's middle, which the provider's cache then misses, only when that
-        // frees a worthwhile gain and brings the view down to the target. One that cannot
-        // (what must stay, the current turn and the pinned requests, is over the target)
-        // waits until the view no longer fits: evicting at the trigger would free a little,
-        // and the view would be back at the trigger a few turns later.
-        let min_gain = config.min_gain_tokens();
-        let worthwhile = |before: i64, after: i64| before - after >= min_gain && after <= target;
         let mut eviction = Eviction::new(&mut candidate, &active, before, target, id);
         archive_exchanges(&mut eviction, config, &spans, &active);
         archive_episodes(&mut eviction, &episodes, &active);
@@ -100,32 +152,30 @@ impl<'a> Run<'a> {
         eviction.archive_calls();
         let offloaded = eviction.offloaded;
         candidate.refresh_summary_message();
-        let mut tokens = candidate.tokens();
+        let tokens = candidate.tokens();
+        let (mut cut, mut after_fold, mut fold_seq) = (None, tokens, None);
         if tokens > target {
             // The first user request and the two most recent stay verbatim (`keep_in_fold`,
             // set for every path of the policy by `Run::start`).
             let valid = candidate.valid_cuts();
             let end = fold_end(&candidate, &active, &valid);
-            let cut = candidate.fold_cut(end, &valid, tokens, target);
+            let at = candidate.fold_cut(end, &valid, tokens, target);
             // The last resort: pinned user messages and notes collapse too, oldest first.
-            candidate.collapse_pinned(cut, tokens, target);
-            let folding = candidate.foldable_tokens(cut);
-            let after = tokens - folding + candidate.summary_growth(folding);
-            if candidate.folds_anything(cut) {
-                if must || worthwhile(before, after) {
-                    return Step::Wait(Pending::new(self, candidate, cut, offloaded));
-                }
-                // Waiting: the fold that comes when the view no longer fits starts with this
-                // one, and its summary can be prepared meanwhile.
-                self.declined_fold = cut.checked_sub(1).map(|i| candidate.live[i].event.seq);
+            candidate.collapse_pinned(at, tokens, target);
+            let folding = candidate.foldable_tokens(at);
+            if candidate.folds_anything(at) {
+                cut = Some(at);
+                after_fold = tokens - folding + candidate.summary_growth(folding);
+                fold_seq = at.checked_sub(1).map(|i| candidate.live[i].event.seq);
             }
-            tokens = candidate.tokens();
         }
-        if offloaded.is_empty() || !(must || worthwhile(before, tokens)) {
-            return Step::Go(self);
+        EvictionPlan {
+            candidate,
+            offloaded,
+            cut,
+            after_fold,
+            fold_seq,
         }
-        self.accept(candidate, offloaded);
-        Step::Go(self)
     }
 
     /// Takes the agent's condensation as the session's memory item, in place of any earlier
@@ -275,6 +325,17 @@ fn archivable(work: &Working<'_>, active: &[bool], i: usize) -> bool {
 
 /// What the passes of one compaction share: the view they archive in, how far it is from the
 /// target, and what they have archived.
+/// What an eviction would do: the view after passes 1 and 2 (and pass 3's collapse of pinned
+/// items), what they archived, and the fold pass 3 would make (its cut, the view's tokens
+/// after it, the last seq it folds), if any.
+struct EvictionPlan<'a> {
+    candidate: Working<'a>,
+    offloaded: Vec<OffloadedItem>,
+    cut: Option<usize>,
+    after_fold: i64,
+    fold_seq: Option<i64>,
+}
+
 struct Eviction<'w, 'a> {
     work: &'w mut Working<'a>,
     active: &'w [bool],

@@ -357,6 +357,95 @@ async fn a_declined_episodic_fold_is_prepared_for(backend: Backend) {
     }
 }
 
+/// An episodic session of conversation (nothing for passes 1 and 2 to archive): near the
+/// trigger its compactions are at the warn tier and the summary of the fold the eviction will
+/// make is prepared then, so the eviction at the trigger folds with the model's summary at once.
+async fn an_episodic_fold_is_prepared_from_the_warn_tier_for(backend: Backend) {
+    let (gate, calls) = (Arc::new(Semaphore::new(100)), Arc::new(AtomicUsize::new(0)));
+    let app = app_with_model(backend, gated_model(gate, calls).await).await;
+    let id = app
+        .create_session(
+            json!({"config": {"policy": "episodic", "context_window": 8000,
+            "max_output_tokens": 500, "tokenizer": "chars4"}}),
+        )
+        .await;
+    let session = uuid::Uuid::parse_str(&id).unwrap();
+    let store: Arc<dyn Store> = app.store.clone();
+    let compact = || async {
+        let reply = app
+            .post(&format!("/sessions/{id}/compact"), &json!({}))
+            .await;
+        assert_eq!(reply.status, reqwest::StatusCode::OK, "{}", reply.body);
+        reply.body["record"].clone()
+    };
+    let say = |n: usize| {
+        json!([
+            {"type": "message", "role": "user", "content": format!("Question {n}?")},
+            {"type": "message", "role": "assistant",
+                "content": format!("Answer {n}, at length. ").repeat(40)},
+        ])
+    };
+    let mut n = 0;
+    // Up to the warn tier: nothing is evicted, and the fold to come is queued.
+    loop {
+        assert!(app.append(&id, say(n)).await.status.is_success());
+        n += 1;
+        let record = compact().await;
+        assert_eq!(
+            record["tier"].as_str().map(|t| t != "soft"),
+            Some(true),
+            "{record}"
+        );
+        if record["tier"] == "warn" {
+            assert!(
+                record["summarized_seqs"].as_array().unwrap().is_empty(),
+                "{record}"
+            );
+            break;
+        }
+        assert!(n < 30, "never reached the warn tier: {record}");
+    }
+    let mut prepared = false;
+    for _ in 0..200 {
+        if let Some((_, JobStatus::Done(_))) = store.summary_job(session, 0).await.unwrap() {
+            prepared = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(prepared, "the fold's summary was prepared at the warn tier");
+
+    // The first eviction that folds takes it, at the trigger.
+    loop {
+        assert!(app.append(&id, say(n)).await.status.is_success());
+        n += 1;
+        let record = compact().await;
+        if !record["summarized_seqs"].as_array().unwrap().is_empty() {
+            assert_eq!(record["tier"], "soft", "{record}");
+            assert_eq!(record["summarizer"]["kind"], "openai", "{record}");
+            assert!(
+                record["summary_text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("PREPARED"),
+                "{record}"
+            );
+            break;
+        }
+        assert!(n < 40, "never folded: {record}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_episodic_fold_is_prepared_from_the_warn_tier_for_sqlite() {
+    an_episodic_fold_is_prepared_from_the_warn_tier_for(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_episodic_fold_is_prepared_from_the_warn_tier_for_postgres() {
+    an_episodic_fold_is_prepared_from_the_warn_tier_for(Backend::Postgres).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_declined_episodic_fold_is_prepared_for_sqlite() {
     a_declined_episodic_fold_is_prepared_for(Backend::Sqlite).await;

@@ -37,6 +37,13 @@ pub struct EpisodicConfig {
 }
 
 impl EpisodicConfig {
+    /// Utilization from which the fold an eviction would make is named, so that a summariser
+    /// model can prepare its summary before the eviction needs it: a quarter of the way back
+    /// from the trigger to the target (0.7 by default, the progressive policy's warn tier).
+    pub fn prepare_from(&self) -> f64 {
+        self.trigger - (self.trigger - self.target) / 4.0
+    }
+
     fn default_observation_max_chars() -> u32 {
         16_000
     }

@@ -107,13 +107,12 @@ impl Group {
     }
 
     /// Whether `other` is the same message of the same file. A message cut short (ending in
-    /// `…`) is the same as one it begins.
+    /// `…`) is the same as one it begins; a shorter message that is not cut is another one.
     pub fn same_as(&self, other: &Group) -> bool {
-        let (a, b) = (
-            self.message.trim_end_matches('…'),
-            other.message.trim_end_matches('…'),
-        );
-        self.path == other.path && (a.starts_with(b) || b.starts_with(a))
+        let cut_of =
+            |cut: &str, whole: &str| cut.strip_suffix('…').is_some_and(|c| whole.starts_with(c));
+        let (a, b) = (self.message.as_str(), other.message.as_str());
+        self.path == other.path && (a == b || cut_of(a, b) || cut_of(b, a))
     }
 
     /// Takes in `other`'s places (the same message: [`Group::same_as`]), and its message when
@@ -270,12 +269,55 @@ mod tests {
     fn a_message_cut_short_is_the_same_as_the_one_it_begins() {
         let long = "src/t.c:1:1: error: a very long message that goes on";
         let cut = "src/t.c:2:1: error: a very long mess…";
+        let shorter = "src/t.c:3:1: error: a very long message";
+        assert_eq!(grouped([shorter.to_owned(), long.to_owned()]).len(), 2);
         let entries = grouped([cut.to_owned(), long.to_owned()]);
         let [Entry::Group(group)] = entries.as_slice() else {
             panic!("not one group: {entries:?}");
         };
         assert_eq!(group.message, "error: a very long message that goes on");
         assert_eq!(group.places, ["2:1", "1:1"]);
+    }
+
+    proptest::proptest! {
+        /// Grouping loses nothing: every diagnostic of the lines is named, at its place, by the
+        /// line its group renders (within the bound), read back; every other line is kept as
+        /// it was; and a rendered group read back groups to itself.
+        #[test]
+        fn every_diagnostic_is_named_by_its_group_read_back(
+            lines in proptest::collection::vec(
+                "(src/[ab]\\.c:[1-9][0-9]?(:[1-9])?: error: (x|y|y z)|collect2: error: ld|FAILED t[0-9])",
+                0..40,
+            ),
+        ) {
+            let rendered: Vec<String> = grouped(lines.iter().cloned())
+                .into_iter()
+                .map(|e| e.render(10_000))
+                .collect();
+            for line in &lines {
+                match Located::parse(line) {
+                    Some(located) => proptest::prop_assert!(
+                        rendered.iter().filter_map(|r| Group::parse(r)).any(|g| g.names(&located)),
+                        "{} not named by {:?}", line, rendered
+                    ),
+                    None => proptest::prop_assert!(rendered.contains(line)),
+                }
+            }
+            // A group names only places its message was reported at.
+            for group in rendered.iter().filter_map(|r| Group::parse(r)) {
+                for place in &group.places {
+                    let reported = lines.iter().filter_map(|l| Located::parse(l)).any(|l| {
+                        l.path == group.path && l.place == place && l.message == group.message
+                    });
+                    proptest::prop_assert!(reported, "{:?} at {} in {:?}", group, place, lines);
+                }
+            }
+            let again: Vec<String> = grouped(rendered.iter().cloned())
+                .into_iter()
+                .map(|e| e.render(10_000))
+                .collect();
+            proptest::prop_assert_eq!(again, rendered);
+        }
     }
 
     #[test]

@@ -309,14 +309,13 @@ pub fn excerpt_message(
     reduced_message(event, content, Projection::Preview)
 }
 
-/// The characters of each error line a reduced item names.
+/// The characters of each error line a reduced item names (of its message, for a group).
 const ERROR_LINE_CHARS: usize = 160;
 
 /// The distinct lines of `text` that read as errors (`error:`, `error[E…]`, `FAILED`,
-/// `panicked at`, exceptions), at most `max` of them (a session's
-/// [`error_lines`](crate::domain::session::SessionConfig::error_lines)), each cut to
-/// [`ERROR_LINE_CHARS`]: what a model most needs of an output it no longer sees.
-pub fn error_lines(text: &str, max: usize) -> Vec<&str> {
+/// `panicked at`, exceptions), whole, at most `max` of them: what a model most needs of an
+/// output it no longer sees ([`error_entries`] names them).
+fn error_lines(text: &str, max: usize) -> Vec<&str> {
     let mut found: Vec<&str> = Vec::new();
     let bytes = text.as_bytes();
     // Where each needle next occurs: each is searched for again only once passed, so the text
@@ -330,7 +329,7 @@ pub fn error_lines(text: &str, max: usize) -> Vec<&str> {
         let end = memchr::memchr(b'\n', &bytes[hit..]).map_or(bytes.len(), |i| hit + i);
         let line = text[start..end].trim();
         if reads_as_error(line) && !found.contains(&line) {
-            found.push(text::prefix_chars(line, ERROR_LINE_CHARS));
+            found.push(line);
         }
         let after = (end + 1).min(bytes.len());
         for (position, needle) in next.iter_mut().zip(ERROR_NEEDLES.iter()) {
@@ -348,16 +347,25 @@ const LINES_PER_ERROR_ENTRY: usize = 8;
 /// The places an entry of a reduced item names, in characters.
 const PLACES_CHARS: usize = 120;
 
-/// At most `max` entries for the error lines of `text` ([`error_lines`]), a compiler's
-/// diagnostics of one message in one file at many places as one entry naming the places, in
-/// at most `places_chars` characters (`src/a.c: error: … (at 12:5, 14:5)`,
-/// [`diagnostic::grouped`]): a build's distinct errors, where its first lines could all be one
-/// message.
+/// At most `max` entries (a session's
+/// [`error_lines`](crate::domain::session::SessionConfig::error_lines)) for the error lines of
+/// `text` ([`error_lines`]), each cut to [`ERROR_LINE_CHARS`], a compiler's diagnostics of one
+/// message in one file at many places as one entry naming the places in at most
+/// `places_chars` characters (`src/a.c: error: … (at 12:5, 14:5)`, [`diagnostic::grouped`]):
+/// a build's distinct errors, where its first lines could all be one message.
 pub fn error_entries(text: &str, max: usize, places_chars: usize) -> Vec<String> {
+    // Grouped whole, so that two messages are one only when they read the same; each entry
+    // is cut afterwards.
     let lines = error_lines(text, max.saturating_mul(LINES_PER_ERROR_ENTRY));
     let mut entries: Vec<String> = diagnostic::grouped(lines.into_iter().map(str::to_owned))
         .into_iter()
-        .map(|entry| entry.render(places_chars))
+        .map(|entry| match entry {
+            diagnostic::Entry::Group(mut group) => {
+                group.message = text::bounded(&group.message, ERROR_LINE_CHARS);
+                group.render(places_chars)
+            }
+            diagnostic::Entry::Line(line) => text::prefix_chars(&line, ERROR_LINE_CHARS).to_owned(),
+        })
         .collect();
     entries.truncate(max);
     entries

@@ -272,10 +272,55 @@ async fn a_fold_takes_the_summary_prepared_for_it_postgres() {
     a_model_that_does_not_answer_holds_up_no_compaction(Backend::Postgres).await;
 }
 
-/// An episodic session whose pinned requests keep the view over its target: an eviction at the
-/// trigger waits until the view no longer fits, and the summary of the fold it declined is
-/// prepared meanwhile, so the fold that comes takes the model's summary without waiting for it.
-async fn a_declined_episodic_fold_is_prepared_for(backend: Backend) {
+/// The record of a compaction of session `id`, which answers 200.
+async fn compact_record(app: &TestApp, id: &str) -> Value {
+    let reply = app
+        .post(&format!("/sessions/{id}/compact"), &json!({}))
+        .await;
+    assert_eq!(reply.status, reqwest::StatusCode::OK, "{}", reply.body);
+    reply.body["record"].clone()
+}
+
+/// Whether the summary job at the session's start is done within ten seconds.
+async fn prepared_at_start(store: &dyn Store, session: uuid::Uuid) -> bool {
+    for _ in 0..200 {
+        if let Some((_, JobStatus::Done(_))) = store.summary_job(session, 0).await.unwrap() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// Appends `events(n)`, `events(n + 1)`, … and compacts after each until a compaction folds:
+/// its record.
+async fn append_until_folded(
+    app: &TestApp,
+    id: &str,
+    mut n: usize,
+    events: impl Fn(usize) -> Value,
+) -> Value {
+    loop {
+        assert!(app.append(id, events(n)).await.status.is_success());
+        n += 1;
+        let record = compact_record(app, id).await;
+        if !record["summarized_seqs"].as_array().unwrap().is_empty() {
+            return record;
+        }
+        assert!(n < 40, "never folded: {record}");
+    }
+}
+
+/// A fold took the model's summary prepared ahead of it, without waiting for the model.
+fn assert_takes_the_prepared_summary(record: &Value) {
+    assert_eq!(record["summarizer"]["kind"], "openai", "{record}");
+    assert_eq!(record["summarizer"]["latency_ms"], 0.0, "{record}");
+    let text = record["summary_text"].as_str().unwrap();
+    assert!(text.contains("PREPARED"), "{record}");
+}
+
+/// ctxd with a model that answers at once, and an episodic session of an 8,000-token window.
+async fn small_episodic_session(backend: Backend) -> (TestApp, String) {
     let (gate, calls) = (Arc::new(Semaphore::new(100)), Arc::new(AtomicUsize::new(0)));
     let app = app_with_model(backend, gated_model(gate, calls).await).await;
     let id = app
@@ -284,6 +329,14 @@ async fn a_declined_episodic_fold_is_prepared_for(backend: Backend) {
             "max_output_tokens": 500, "tokenizer": "chars4"}}),
         )
         .await;
+    (app, id)
+}
+
+/// An episodic session whose pinned requests keep the view over its target: an eviction at the
+/// trigger waits until the view no longer fits, and the summary of the fold it declined is
+/// prepared meanwhile, so the fold that comes takes the model's summary without waiting for it.
+async fn a_declined_episodic_fold_is_prepared_for(backend: Backend) {
+    let (app, id) = small_episodic_session(backend).await;
     let exchange = |n: usize| {
         json!([
             {"type": "message", "role": "assistant", "tool_calls": [{"id": format!("c{n}"),
@@ -302,13 +355,6 @@ async fn a_declined_episodic_fold_is_prepared_for(backend: Backend) {
     events.push(json!({"type": "message", "role": "user", "content": "Go on."}));
     assert!(app.append(&id, json!(events)).await.status.is_success());
 
-    let compact = || async {
-        let reply = app
-            .post(&format!("/sessions/{id}/compact"), &json!({}))
-            .await;
-        assert_eq!(reply.status, reqwest::StatusCode::OK, "{}", reply.body);
-        reply.body["record"].clone()
-    };
     let session = uuid::Uuid::parse_str(&id).unwrap();
     let store: Arc<dyn Store> = app.store.clone();
     let mut n = 3;
@@ -316,7 +362,7 @@ async fn a_declined_episodic_fold_is_prepared_for(backend: Backend) {
     loop {
         assert!(app.append(&id, exchange(n)).await.status.is_success());
         n += 1;
-        let record = compact().await;
+        let record = compact_record(&app, &id).await;
         assert!(
             record["summarized_seqs"].as_array().unwrap().is_empty(),
             "{record}"
@@ -326,58 +372,23 @@ async fn a_declined_episodic_fold_is_prepared_for(backend: Backend) {
         }
         assert!(n < 20, "never reached the trigger: {record}");
     }
-    let mut prepared = false;
-    for _ in 0..200 {
-        if let Some((_, JobStatus::Done(_))) = store.summary_job(session, 0).await.unwrap() {
-            prepared = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(prepared, "the declined fold's summary was prepared");
+    assert!(
+        prepared_at_start(&*store, session).await,
+        "the declined fold's summary was prepared"
+    );
 
     // Once the view no longer fits, the fold takes the prepared summary.
-    loop {
-        assert!(app.append(&id, exchange(n)).await.status.is_success());
-        n += 1;
-        let record = compact().await;
-        if !record["summarized_seqs"].as_array().unwrap().is_empty() {
-            assert_eq!(record["summarizer"]["kind"], "openai", "{record}");
-            assert_eq!(record["summarizer"]["latency_ms"], 0.0, "{record}");
-            assert!(
-                record["summary_text"]
-                    .as_str()
-                    .unwrap()
-                    .contains("PREPARED"),
-                "{record}"
-            );
-            break;
-        }
-        assert!(n < 40, "never folded: {record}");
-    }
+    let record = append_until_folded(&app, &id, n, exchange).await;
+    assert_takes_the_prepared_summary(&record);
 }
 
 /// An episodic session of conversation (nothing for passes 1 and 2 to archive): near the
 /// trigger its compactions are at the warn tier and the summary of the fold the eviction will
 /// make is prepared then, so the eviction at the trigger folds with the model's summary at once.
 async fn an_episodic_fold_is_prepared_from_the_warn_tier_for(backend: Backend) {
-    let (gate, calls) = (Arc::new(Semaphore::new(100)), Arc::new(AtomicUsize::new(0)));
-    let app = app_with_model(backend, gated_model(gate, calls).await).await;
-    let id = app
-        .create_session(
-            json!({"config": {"policy": "episodic", "context_window": 8000,
-            "max_output_tokens": 500, "tokenizer": "chars4"}}),
-        )
-        .await;
+    let (app, id) = small_episodic_session(backend).await;
     let session = uuid::Uuid::parse_str(&id).unwrap();
     let store: Arc<dyn Store> = app.store.clone();
-    let compact = || async {
-        let reply = app
-            .post(&format!("/sessions/{id}/compact"), &json!({}))
-            .await;
-        assert_eq!(reply.status, reqwest::StatusCode::OK, "{}", reply.body);
-        reply.body["record"].clone()
-    };
     let say = |n: usize| {
         json!([
             {"type": "message", "role": "user", "content": format!("Question {n}?")},
@@ -390,7 +401,7 @@ async fn an_episodic_fold_is_prepared_from_the_warn_tier_for(backend: Backend) {
     loop {
         assert!(app.append(&id, say(n)).await.status.is_success());
         n += 1;
-        let record = compact().await;
+        let record = compact_record(&app, &id).await;
         assert_eq!(
             record["tier"].as_str().map(|t| t != "soft"),
             Some(true),
@@ -405,35 +416,15 @@ async fn an_episodic_fold_is_prepared_from_the_warn_tier_for(backend: Backend) {
         }
         assert!(n < 30, "never reached the warn tier: {record}");
     }
-    let mut prepared = false;
-    for _ in 0..200 {
-        if let Some((_, JobStatus::Done(_))) = store.summary_job(session, 0).await.unwrap() {
-            prepared = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(prepared, "the fold's summary was prepared at the warn tier");
+    assert!(
+        prepared_at_start(&*store, session).await,
+        "the fold's summary was prepared at the warn tier"
+    );
 
     // The first eviction that folds takes it, at the trigger.
-    loop {
-        assert!(app.append(&id, say(n)).await.status.is_success());
-        n += 1;
-        let record = compact().await;
-        if !record["summarized_seqs"].as_array().unwrap().is_empty() {
-            assert_eq!(record["tier"], "soft", "{record}");
-            assert_eq!(record["summarizer"]["kind"], "openai", "{record}");
-            assert!(
-                record["summary_text"]
-                    .as_str()
-                    .unwrap()
-                    .contains("PREPARED"),
-                "{record}"
-            );
-            break;
-        }
-        assert!(n < 40, "never folded: {record}");
-    }
+    let record = append_until_folded(&app, &id, n, say).await;
+    assert_eq!(record["tier"], "soft", "{record}");
+    assert_takes_the_prepared_summary(&record);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

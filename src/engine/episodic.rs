@@ -26,6 +26,10 @@
 //! view's middle only for a worthwhile gain, and only when it brings the view down to the
 //! target, unless the view does not fit.
 //!
+//! Below the trigger, from a quarter of the way back to the target, the step reports the warn
+//! tier: from there the service has the summary of the fold an eviction would make prepared
+//! by the summariser model (`next_fold`), so the eviction need not wait for it.
+//!
 //! History without episodes is one long exploration of unknown dependencies: passes 1 and 3.
 //!
 //! The agent's own condensation (`POST /sessions/{id}/condense`) is taken here too, whatever
@@ -323,8 +327,6 @@ fn archivable(work: &Working<'_>, active: &[bool], i: usize) -> bool {
         && matches!(item.projection, Projection::Full | Projection::Preview)
 }
 
-/// What the passes of one compaction share: the view they archive in, how far it is from the
-/// target, and what they have archived.
 /// What an eviction would do: the view after passes 1 and 2 (and pass 3's collapse of pinned
 /// items), what they archived, and the fold pass 3 would make (its cut, the view's tokens
 /// after it, the last seq it folds), if any.
@@ -336,6 +338,8 @@ struct EvictionPlan<'a> {
     fold_seq: Option<i64>,
 }
 
+/// What the passes of one compaction share: the view they archive in, how far it is from the
+/// target, and what they have archived.
 struct Eviction<'w, 'a> {
     work: &'w mut Working<'a>,
     active: &'w [bool],

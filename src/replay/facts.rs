@@ -1,7 +1,8 @@
 //! The facts a session establishes, and whether a view still holds them: paths the agent acted
 //! on (in tool-call arguments and user messages), error lines of tool outputs, the user's
-//! requests and the constraints they state ("never…", "do not…", "must…"). A fact is kept when its text is in the view's text (verbatim, or in the summary), or, for a
-//! compiler's diagnostic, when a line names its message in its file at its place among others.
+//! requests and the constraints they state ("never…", "do not…", "must…"). A fact is kept when
+//! its text is in the view's text (verbatim, or in the summary), or, for a compiler's
+//! diagnostic, when a line names its message in its file at its place among others.
 
 use std::collections::BTreeSet;
 

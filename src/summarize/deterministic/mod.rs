@@ -178,8 +178,10 @@ impl Section {
         Section::Findings,
         Section::Folded,
         Section::ToolCalls,
-        Section::Errors,
+        // Touched files and commands before errors: a failed build's errors, a line for each
+        // message however many places, are what the agent acts on next.
         Section::Touched,
+        Section::Errors,
         Section::Requests,
         Section::Episodes,
         Section::Notes,

@@ -208,3 +208,30 @@ fn a_build_with_one_message_at_many_places_names_every_place_in_one_entry() {
     );
     assert!(text.contains("99:11, 120:3, 121:3)"), "{text}");
 }
+
+#[test]
+fn a_tight_summary_drops_old_touched_files_before_a_builds_errors() {
+    let mut events = vec![user(1, "port the tensor code")];
+    for n in 0..80 {
+        let id = format!("r{n}");
+        let path = format!("src/backends/cpu/module_{n}.c");
+        events.push(call(2 + 2 * n, &id, "read_file", json!({ "path": path })));
+        events.push(result(3 + 2 * n, &id, "int x;", false));
+    }
+    let build: Vec<String> = (0..4)
+        .map(|n| format!("src/t.c:{}:5: error: unknown type name ‘type_{n}’", 10 + n))
+        .collect();
+    events.push(call(170, "m", "bash", json!({"command": "make"})));
+    events.push(result(171, "m", &build.join("\n"), true));
+    // Three error lines of a failed run besides its first, in a summary of 3,000 characters.
+    let out = run(&Summary::default(), &events, 3_000);
+    let text = &out.summary.text;
+    assert!(text.chars().count() <= 3_000, "{text}");
+    for n in 0..4 {
+        assert!(
+            text.contains(&format!("unknown type name ‘type_{n}’")),
+            "{text}"
+        );
+    }
+    assert!(!text.contains("module_0.c"), "{text}");
+}

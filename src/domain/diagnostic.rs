@@ -161,24 +161,41 @@ impl Group {
 }
 
 /// The lines of `lines`, each group of one message of one file merged where its newest member
-/// was, the rest as they are, in order.
+/// was (a summary's list across runs: the most recent last), the rest as they are, in order.
 pub fn grouped<I: IntoIterator<Item = String>>(lines: I) -> Vec<Entry> {
+    group_lines(lines, true)
+}
+
+/// [`grouped`], each group where its first member was: one output's errors in the order it
+/// printed them, so that the first entries are its first errors.
+pub fn grouped_in_reading_order<I: IntoIterator<Item = String>>(lines: I) -> Vec<Entry> {
+    group_lines(lines, false)
+}
+
+fn group_lines<I: IntoIterator<Item = String>>(lines: I, at_newest: bool) -> Vec<Entry> {
     let mut out: Vec<Entry> = Vec::new();
     for line in lines {
-        match Group::parse(&line) {
-            Some(group) => {
-                let earlier = out
-                    .iter()
-                    .position(|e| matches!(e, Entry::Group(g) if g.same_as(&group)));
-                match earlier.map(|i| out.remove(i)) {
-                    Some(Entry::Group(mut merged)) => {
-                        merged.absorb(group);
-                        out.push(Entry::Group(merged));
-                    }
-                    _ => out.push(Entry::Group(group)),
+        let Some(group) = Group::parse(&line) else {
+            out.push(Entry::Line(line));
+            continue;
+        };
+        let earlier = out
+            .iter()
+            .position(|e| matches!(e, Entry::Group(g) if g.same_as(&group)));
+        match earlier {
+            Some(i) if at_newest => {
+                let Entry::Group(mut merged) = out.remove(i) else {
+                    unreachable!("a group's position")
+                };
+                merged.absorb(group);
+                out.push(Entry::Group(merged));
+            }
+            Some(i) => {
+                if let Entry::Group(merged) = &mut out[i] {
+                    merged.absorb(group);
                 }
             }
-            None => out.push(Entry::Line(line)),
+            None => out.push(Entry::Group(group)),
         }
     }
     out
@@ -263,6 +280,24 @@ mod tests {
         assert!(group.names(&located));
         let elsewhere = Located::parse("src/t.c:99:1: error: invalid use of incomplete").unwrap();
         assert!(!group.names(&elsewhere));
+    }
+
+    #[test]
+    fn in_reading_order_a_group_stays_where_its_first_member_was() {
+        let lines = [
+            "a.c:1:1: error: x",
+            "b.c:2:1: error: y",
+            "a.c:3:1: error: x",
+        ]
+        .map(str::to_owned);
+        let rendered: Vec<String> = grouped_in_reading_order(lines)
+            .into_iter()
+            .map(|e| e.render(100))
+            .collect();
+        assert_eq!(
+            rendered,
+            ["a.c: error: x (at 1:1, 3:1)", "b.c:2:1: error: y"]
+        );
     }
 
     #[test]

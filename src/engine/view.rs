@@ -351,13 +351,15 @@ const PLACES_CHARS: usize = 120;
 /// [`error_lines`](crate::domain::session::SessionConfig::error_lines)) for the error lines of
 /// `text` ([`error_lines`]), each cut to [`ERROR_LINE_CHARS`], a compiler's diagnostics of one
 /// message in one file at many places as one entry naming the places in at most
-/// `places_chars` characters (`src/a.c: error: … (at 12:5, 14:5)`, [`diagnostic::grouped`]):
-/// a build's distinct errors, where its first lines could all be one message.
+/// `places_chars` characters (`src/a.c: error: … (at 12:5, 14:5)`):
+/// a build's distinct errors, where its first lines could all be one message, in the order it
+/// printed them ([`diagnostic::grouped_in_reading_order`]).
 pub fn error_entries(text: &str, max: usize, places_chars: usize) -> Vec<String> {
     // Grouped whole, so that two messages are one only when they read the same; each entry
     // is cut afterwards.
     let lines = error_lines(text, max.saturating_mul(LINES_PER_ERROR_ENTRY));
-    let mut entries: Vec<String> = diagnostic::grouped(lines.into_iter().map(str::to_owned))
+    let lines = lines.into_iter().map(str::to_owned);
+    let mut entries: Vec<String> = diagnostic::grouped_in_reading_order(lines)
         .into_iter()
         .map(|entry| match entry {
             diagnostic::Entry::Group(mut group) => {

@@ -4,8 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctxd::engine::validate::{validate_anthropic, validate_openai};
-use ctxd::summarize::guard::CallLimits;
-use ctxd::summarize::llm::{self, LlmConfig, LlmKind};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -366,20 +364,7 @@ async fn fake_provider(status: u16, body: Value, delay: Duration) -> String {
 
 /// A service whose summariser is an OpenAI-compatible provider at `base_url`.
 async fn with_provider(backend: Backend, base_url: String, timeout: Duration) -> TestApp {
-    TestApp::spawn_with_summarizer(
-        backend,
-        llm::build(LlmConfig {
-            kind: LlmKind::OpenAi,
-            base_url,
-            model: "fake-model".into(),
-            api_key: Some("sk-test".into()),
-            timeout,
-            max_output_tokens: 500,
-            context_tokens: 128_000,
-            limits: CallLimits::default(),
-        }),
-    )
-    .await
+    TestApp::spawn_with_openai_model(backend, base_url, Some("sk-test"), timeout).await
 }
 
 /// A small session with six tool exchanges between two user requests: forcing a compaction

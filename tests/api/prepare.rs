@@ -12,8 +12,6 @@ use ctxd::domain::compaction::{SummarizerInfo, SummarizerOutcome, Summary};
 use ctxd::domain::session::NewSession;
 use ctxd::domain::state::{JobStatus, PreparedSummary, SummaryJob};
 use ctxd::store::Store;
-use ctxd::summarize::guard::CallLimits;
-use ctxd::summarize::llm::{self, LlmConfig, LlmKind};
 use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
@@ -129,20 +127,7 @@ async fn gated_model(gate: Arc<Semaphore>, calls: Arc<AtomicUsize>) -> String {
 
 /// ctxd with the OpenAI-compatible model at `base_url` as its summariser.
 async fn app_with_model(backend: Backend, base_url: String) -> TestApp {
-    TestApp::spawn_with_summarizer(
-        backend,
-        llm::build(LlmConfig {
-            kind: LlmKind::OpenAi,
-            base_url,
-            model: "fake-model".into(),
-            api_key: None,
-            timeout: Duration::from_secs(20),
-            max_output_tokens: 500,
-            context_tokens: 128_000,
-            limits: CallLimits::default(),
-        }),
-    )
-    .await
+    TestApp::spawn_with_openai_model(backend, base_url, None, Duration::from_secs(20)).await
 }
 
 async fn turn(app: &TestApp, id: &str, n: usize) -> Value {

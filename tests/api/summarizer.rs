@@ -7,8 +7,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use ctxd::summarize::guard::CallLimits;
-use ctxd::summarize::llm::{self, LlmConfig, LlmKind};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -47,20 +45,7 @@ fn completion(content: &str) -> String {
 }
 
 async fn with_model(backend: Backend, base_url: String, timeout: Duration) -> TestApp {
-    TestApp::spawn_with_summarizer(
-        backend,
-        llm::build(LlmConfig {
-            kind: LlmKind::OpenAi,
-            base_url,
-            model: "fake-model".into(),
-            api_key: Some(KEY.into()),
-            timeout,
-            max_output_tokens: 500,
-            context_tokens: 128_000,
-            limits: CallLimits::default(),
-        }),
-    )
-    .await
+    TestApp::spawn_with_openai_model(backend, base_url, Some(KEY), timeout).await
 }
 
 async fn session(app: &TestApp) -> String {

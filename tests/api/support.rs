@@ -149,6 +149,29 @@ impl TestApp {
         Self::serve(test_store, state).await
     }
 
+    /// A service whose summariser is an OpenAI-compatible model at `base_url` (`fake-model`,
+    /// 500 output tokens, a 128K context), called with `api_key` within `timeout`.
+    pub async fn spawn_with_openai_model(
+        backend: Backend,
+        base_url: String,
+        api_key: Option<&str>,
+        timeout: std::time::Duration,
+    ) -> Self {
+        use ctxd::summarize::guard::CallLimits;
+        use ctxd::summarize::llm::{self, LlmConfig, LlmKind};
+        let summarizer = llm::build(LlmConfig {
+            kind: LlmKind::OpenAi,
+            base_url,
+            model: "fake-model".into(),
+            api_key: api_key.map(str::to_owned),
+            timeout,
+            max_output_tokens: 500,
+            context_tokens: 128_000,
+            limits: CallLimits::default(),
+        });
+        Self::spawn_with_summarizer(backend, summarizer).await
+    }
+
     async fn serve(test_store: TestStore, state: AppState) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

@@ -5,11 +5,20 @@ use serde_json::Value;
 
 use super::chart;
 use super::facts::{view_text, Facts};
+use super::hidden::Observed;
 use super::{name, Options, SessionReport};
 use crate::engine::render::Format;
 
 /// Problems described in a session's report, at most: the counts go on.
 const PROBLEMS: usize = 20;
+
+/// What the replay knows of a session when a view is measured: its facts, its tool results so
+/// far, and the assistant message the recorded agent wrote next (none after the last turn).
+pub(super) struct Known<'a> {
+    pub(super) facts: &'a Facts,
+    pub(super) observed: &'a Observed,
+    pub(super) next: Option<&'a Value>,
+}
 
 /// The measures of one way of bounding a session (ctxd's policy or a baseline), turn by turn.
 pub(super) struct Meter {
@@ -81,7 +90,7 @@ impl Meter {
         used: f64,
         budget: f64,
         tier: Option<String>,
-        facts: &Facts,
+        known: &Known,
         options: &Options,
     ) {
         let report = &mut self.report;
@@ -122,8 +131,19 @@ impl Meter {
             }
             None => report.effective_input_cost += sent as f64,
         }
-        let kept = facts.kept_in(&view_text(view));
+        let text = view_text(view);
+        let kept = known.facts.kept_in(&text);
         self.kept_sum += kept.share();
+        if let Some(next) = known.next {
+            let recalls = known.observed.recalls(next, &text);
+            if !recalls.is_empty() {
+                // One more request: this view again, cached, and what the recalls bring back.
+                report.hidden_uses += 1;
+                report.recalls += recalls.len();
+                report.recall_cost +=
+                    sent as f64 * options.cache_price + recalls.iter().sum::<i64>() as f64;
+            }
+        }
         report.facts_end = kept;
         report.series.push(chart::Point {
             turn: report.turns,

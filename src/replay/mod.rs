@@ -14,6 +14,7 @@
 pub mod baselines;
 pub mod chart;
 pub mod facts;
+mod hidden;
 pub mod input;
 mod membership;
 mod meter;

@@ -50,6 +50,16 @@ pub struct SessionReport {
     pub prefix_stability: f64,
     /// The share of the tokens sent that repeat the previous view's prefix.
     pub prefix_reused: f64,
+    /// Turns whose view hid a word of an earlier tool result that the recorded agent used next
+    /// (an identifier, a number, a particular name): an agent given that view would have
+    /// fetched it again first (a recall with ctxd; running the tool again after truncation).
+    pub hidden_uses: usize,
+    /// The tool results those turns would have fetched again.
+    pub recalls: usize,
+    /// What fetching them again costs, in effective input tokens: for each such turn one more
+    /// request, the same view with its prefix cached, and each result's slice (up to a recall's
+    /// 4,000 characters). Not part of `effective_input_cost`.
+    pub recall_cost: f64,
     /// Facts held by the last view, by kind (kept, of).
     pub facts_end: Kept,
     /// The share of facts held at the end, and on average over the turns.
@@ -112,13 +122,14 @@ impl Report {
     /// The report as a text table, a session a row and the total last.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{:<48} {:>6} {:>11} {:>11} {:>7} {:>7} {:>6} {:>6} {:>6} {:>5}\n",
+            "{:<48} {:>6} {:>11} {:>11} {:>7} {:>7} {:>6} {:>6} {:>6} {:>6} {:>5}\n",
             "session",
             "turns",
             "tokens",
             "effective",
             "prefix",
             "facts",
+            "hidden",
             "acted",
             "peak",
             "p99ms",
@@ -137,13 +148,14 @@ impl Report {
         for (name, r) in rows {
             let name: String = name.chars().take(48).collect();
             out.push_str(&format!(
-                "{:<48} {:>6} {:>11} {:>11.0} {:>7.2} {:>7.2} {:>6} {:>6.2} {:>6.1} {:>5}\n",
+                "{:<48} {:>6} {:>11} {:>11.0} {:>7.2} {:>7.2} {:>6} {:>6} {:>6.2} {:>6.1} {:>5}\n",
                 name,
                 r.turns,
                 r.tokens_sent,
                 r.effective_input_cost,
                 r.prefix_stability,
                 r.facts_kept_end,
+                r.hidden_uses,
                 r.compactions.values().sum::<usize>(),
                 r.peak_utilization,
                 r.compaction_ms_p99,
@@ -188,6 +200,9 @@ pub(super) fn total(sessions: &[SessionReport]) -> SessionReport {
         t.tokens_sent += s.tokens_sent;
         t.effective_input_cost += s.effective_input_cost;
         t.summarizer_calls += s.summarizer_calls;
+        t.hidden_uses += s.hidden_uses;
+        t.recalls += s.recalls;
+        t.recall_cost += s.recall_cost;
         for (tier, n) in &s.compactions {
             *t.compactions.entry(tier.clone()).or_default() += n;
         }

@@ -5,8 +5,9 @@ use serde_json::{json, Value};
 
 use super::baselines::{message_tokens, Baseline, Bounder};
 use super::facts::Facts;
+use super::hidden::Observed;
 use super::membership::{Inspector, Membership};
-use super::meter::Meter;
+use super::meter::{Known, Meter};
 use super::providers::ProviderCheck;
 use super::{post, Options, SessionReport};
 use crate::engine::render::Format;
@@ -29,6 +30,7 @@ struct Replay<'r> {
     context: Context<'r>,
     session: String,
     facts: Facts,
+    observed: Observed,
     history: Vec<Value>,
     /// The tokens of each message of the history, as ctxd counts a chat message: counted
     /// once, when the message is replayed, for every baseline and every turn.
@@ -77,6 +79,7 @@ pub(super) async fn replay(
             planted: planted.into_iter().collect(),
             ..Facts::default()
         },
+        observed: Observed::default(),
         history: Vec::with_capacity(messages.len()),
         costs: Vec::with_capacity(messages.len()),
         tools: tools_tokens(options),
@@ -102,7 +105,7 @@ pub(super) async fn replay(
         // appends it between model turns.
         if message.get("type").is_some() {
             if pending > 0 {
-                if let Err(e) = run.turn(pending).await {
+                if let Err(e) = run.turn(pending, None).await {
                     let error = format!("the turn before item {index}: {e}");
                     run.ctxd.report.errors.push(error);
                     break;
@@ -116,7 +119,7 @@ pub(super) async fn replay(
             continue;
         }
         if message["role"] == "assistant" && pending > 0 {
-            if let Err(e) = run.turn(pending).await {
+            if let Err(e) = run.turn(pending, Some(message)).await {
                 let error = format!("the turn before message {index}: {e}");
                 run.ctxd.report.errors.push(error);
                 break;
@@ -124,12 +127,14 @@ pub(super) async fn replay(
             pending = 0;
         }
         run.facts.learn(message);
-        run.costs.push(message_tokens(message, options.tokenizer));
+        let tokens = message_tokens(message, options.tokenizer);
+        run.observed.learn(message, tokens);
+        run.costs.push(tokens);
         run.history.push(message.clone());
         pending += 1;
     }
     if pending > 0 && run.ctxd.report.errors.is_empty() {
-        if let Err(e) = run.turn(pending).await {
+        if let Err(e) = run.turn(pending, None).await {
             run.ctxd.report.errors.push(format!("the last turn: {e}"));
         }
     }
@@ -150,8 +155,9 @@ impl Replay<'_> {
     }
 
     /// Sends the last `new` messages of the history as a turn, checks and measures the views
-    /// that come back, and measures each baseline's view of the same history.
-    async fn turn(&mut self, new: usize) -> Result<(), String> {
+    /// that come back, and measures each baseline's view of the same history; `next` is the
+    /// assistant message the recorded agent wrote after them.
+    async fn turn(&mut self, new: usize, next: Option<&Value>) -> Result<(), String> {
         let Context {
             client,
             base,
@@ -207,7 +213,11 @@ impl Replay<'_> {
         let budget = record["budget"].as_f64().unwrap_or(1.0);
         let measured = views.iter().position(|(f, _)| *f == options.format);
         let view = measured.map_or(Value::Null, |i| views.swap_remove(i).1);
-        let facts = &self.facts;
+        let known = Known {
+            facts: &self.facts,
+            observed: &self.observed,
+            next,
+        };
         self.ctxd.view(
             &view,
             options.format,
@@ -216,7 +226,7 @@ impl Replay<'_> {
             used,
             budget,
             acted,
-            facts,
+            &known,
             options,
         );
 
@@ -240,7 +250,7 @@ impl Replay<'_> {
                 used,
                 window,
                 None,
-                facts,
+                &known,
                 options,
             );
         }

@@ -296,3 +296,55 @@ fn annotated_sessions_replay_with_their_episodes() {
         "{errors}"
     );
 }
+
+/// A turn whose view hid what the agent used next is counted and priced: a file read too
+/// large for the window reaches the model as its head and tail, and the agent's next message
+/// names a function from its middle, which it could only have had by recalling the read.
+/// Without compaction the whole read is shown and nothing is hidden.
+#[test]
+fn replay_counts_a_view_that_hid_what_the_agent_used_next() {
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("session.jsonl");
+    let listing: String = (0..400)
+        .map(|i| format!("fn handler_{i:04}(request: &Request) -> Response {{ route({i}) }}\n"))
+        .collect();
+    let call = json!({"id": "c1", "type": "function",
+        "function": {"name": "read_file", "arguments": "{\"path\": \"src/routes.rs\"}"}});
+    let messages = [
+        json!({"role": "system", "content": "You are a coding agent."}),
+        json!({"role": "user", "content": "Which handler routes 250?"}),
+        json!({"role": "assistant", "content": null, "tool_calls": [call]}),
+        json!({"role": "tool", "tool_call_id": "c1", "content": listing}),
+        json!({"role": "assistant", "content": "handler_0250 routes it; handler_0000 is first."}),
+    ];
+    let lines: Vec<String> = messages.iter().map(Value::to_string).collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ctxd"))
+        .args(["replay", "--json", "--compare", "--window", "16000"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let session = &report["sessions"][0];
+    assert_eq!(session["hidden_uses"], 1, "{session}");
+    assert_eq!(session["recalls"], 1, "{session}");
+    // One more request: at least the view again at the cache price, and the read's slice.
+    let last = session["per_turn"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let sent = last["tokens_sent"].as_f64().unwrap();
+    let cost = session["recall_cost"].as_f64().unwrap();
+    assert!(cost > sent * 0.1, "{cost} vs a view of {sent}");
+    let whole = &report["baseline_sessions"]["no_compaction"][0];
+    assert_eq!(whole["hidden_uses"], 0, "{whole}");
+    assert_eq!(whole["recall_cost"], 0.0, "{whole}");
+}

@@ -2,14 +2,16 @@
 //!
 //! A recorded agent saw every tool result in full. When its next message uses a particular
 //! word (an identifier, a number, a name with a digit, an underscore or an inner capital) that
-//! an earlier tool result showed and the view sent before that message does not hold, an agent
+//! a tool result showed first (before the user or the agent wrote it) and the view sent before
+//! that message does not hold anywhere, an agent
 //! given that view would have had to fetch it again: with ctxd, a recall of the result by its
 //! `observation://` reference; after plain truncation, the same tool run again. Either is one
 //! more model request (the same view, its prefix cached) with the slice it brings back. The
 //! replay counts those turns and prices them, the same way for every policy, so that a policy
-//! that hides more cannot look cheaper for it.
+//! that hides more cannot look cheaper for it. It counts fewer than an agent would fetch: a name
+//! the view still holds somewhere (in a summary, say) counts as held, whatever is gone around it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -27,20 +29,29 @@ pub struct Observed {
     /// Each word, with the first tool result that showed it (its index among the results)
     /// and the tokens a recall of it brings back.
     words: HashMap<String, (usize, i64)>,
+    /// Words the user, the system prompt or the agent wrote before any tool result showed them:
+    /// the agent's own (a name it chose, an exception it wrote into its code).
+    own: HashSet<String>,
     results: usize,
 }
 
 impl Observed {
-    /// Takes in one chat message of `tokens`: the words of a tool result.
+    /// Takes in one chat message of `tokens`: the words a tool result showed first.
     pub fn learn(&mut self, message: &Value, tokens: i64) {
         if message["role"] != "tool" {
+            let text = message_text(message);
+            let new = particular_words(&text).filter(|w| !self.words.contains_key(*w));
+            let new: Vec<String> = new.map(str::to_owned).collect();
+            self.own.extend(new);
             return;
         }
         let slice = tokens.min(DEFAULT_LIMIT as i64 / CHARS_PER_TOKEN);
         let source = self.results;
         self.results += 1;
         for word in particular_words(&content_text(message)) {
-            self.words.entry(word.to_owned()).or_insert((source, slice));
+            if !self.own.contains(word) {
+                self.words.entry(word.to_owned()).or_insert((source, slice));
+            }
         }
     }
 
@@ -48,15 +59,7 @@ impl Observed {
     /// message): the tokens each brings back, one per tool result holding a word `next` uses
     /// that the view does not.
     pub fn recalls(&self, next: &Value, view_text: &str) -> Vec<i64> {
-        let mut text = content_text(next);
-        for call in next["tool_calls"].as_array().into_iter().flatten() {
-            let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
-            match serde_json::from_str::<Value>(arguments) {
-                Ok(value) => strings(&value, &mut text),
-                Err(_) => text.push_str(arguments),
-            }
-            text.push('\n');
-        }
+        let text = message_text(next);
         // One recall for each tool result holding a word the view lacks.
         let mut needed = BTreeSet::new();
         for word in particular_words(&text).collect::<BTreeSet<_>>() {
@@ -82,6 +85,21 @@ fn particular_words(text: &str) -> impl Iterator<Item = &str> {
                 || (w.bytes().any(|b| b.is_ascii_lowercase())
                     && w.bytes().skip(1).any(|b| b.is_ascii_uppercase()))
         })
+}
+
+/// A message's text and its tool calls' arguments, as they read (not as JSON, where a line break
+/// is `\n`, part of the word after it).
+fn message_text(message: &Value) -> String {
+    let mut text = content_text(message);
+    for call in message["tool_calls"].as_array().into_iter().flatten() {
+        let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
+        match serde_json::from_str::<Value>(arguments) {
+            Ok(value) => strings(&value, &mut text),
+            Err(_) => text.push_str(arguments),
+        }
+        text.push('\n');
+    }
+    text
 }
 
 /// A message's text: its content, a string or parts' text.
@@ -182,10 +200,21 @@ mod tests {
     }
 
     #[test]
-    fn only_tool_results_are_observed() {
+    fn only_words_a_tool_result_showed_first_are_observed() {
         let mut observed = Observed::default();
         observed.learn(&json!({"role": "user", "content": "fix parse_header"}), 4);
         observed.learn(&said("parse_header is wrong"), 4);
         assert!(observed.recalls(&said("parse_header"), "").is_empty());
+        // An exception the agent wrote into its code before a run printed it is its own; a name
+        // a run showed first stays the run's when the agent repeats it.
+        let write = json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "write",
+             "arguments": json!({"content": "except JSONDecodeError:"}).to_string()}}]});
+        observed.learn(&write, 4);
+        observed.learn(&tool("JSONDecodeError at load_config_v2"), 4);
+        observed.learn(&said("load_config_v2 fails"), 4);
+        let next = said("JSONDecodeError in load_config_v2 again");
+        assert_eq!(observed.recalls(&next, ""), [4]);
+        assert_eq!(observed.recalls(&next, "load_config_v2"), Vec::<i64>::new());
     }
 }

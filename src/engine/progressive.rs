@@ -22,6 +22,7 @@ use super::run::{Pending, Run};
 use super::view;
 use super::working::Working;
 use crate::domain::compaction::{Mode, OffloadedItem, Tier};
+use crate::domain::observation::DEFAULT_LIMIT;
 use crate::domain::session::SessionConfig;
 use std::collections::HashSet;
 
@@ -31,6 +32,9 @@ use uuid::Uuid;
 const TAIL_EXCERPT_CHARS: usize = 1_500;
 /// Characters a token holds at least in tool output, to size an excerpt to a token cap.
 const CHARS_PER_TOKEN: i64 = 3;
+/// The tokens a recall of the default size brings back at most: its characters and the line
+/// that names the rest.
+const RECALL_SLICE_TOKENS: i64 = (DEFAULT_LIMIT as i64 + 200) / CHARS_PER_TOKEN;
 
 /// The token bounds a compaction works to, all in message tokens as ctxd counts them.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +47,10 @@ pub(super) struct Bounds {
     pub(super) item_cap: i64,
     /// The most the verbatim tail may take.
     pub(super) tail_cap: i64,
+    /// The most a recalled slice may take in full: the tail's cap, and at least what a recall
+    /// of the default size brings back (within a quarter of the room), so that a recall the
+    /// model made is not itself cut where the tail's cap is small.
+    pub(super) recall_cap: i64,
 }
 
 impl Bounds {
@@ -62,11 +70,13 @@ impl Bounds {
         let messages = |share: f64| Self::messages_at(config, tools_tokens, calibration, share);
         let room = messages(1.0);
         let share = |s: f64| (s * room as f64).floor() as i64;
+        let tail_cap = share(config.tail_max_share).max(1);
         Self {
             room,
             low_water: messages(config.thresholds.low_water).max(0),
             item_cap: share(config.item_max_share).max(1),
-            tail_cap: share(config.tail_max_share).max(1),
+            tail_cap,
+            recall_cap: tail_cap.max(RECALL_SLICE_TOKENS.min(room / 4)),
         }
     }
 }
@@ -208,12 +218,12 @@ impl<'a> Run<'a> {
 }
 
 /// Shows every tool result of `work` over the per-item cap as its head and tail. A recalled
-/// slice is what the model asked to see: it is held to the tail's cap instead.
+/// slice is what the model asked to see: it is held to the recall cap instead.
 pub(super) fn cap_items(work: &mut Working<'_>, bounds: &Bounds, id: Uuid) -> Vec<OffloadedItem> {
     let mut capped = Vec::new();
     // Most calls cap nothing: the recall calls are looked up only for an item over the cap.
     let mut recalls: Option<HashSet<&str>> = None;
-    let least = bounds.item_cap.min(bounds.tail_cap);
+    let least = bounds.item_cap.min(bounds.recall_cap);
     for i in 0..work.live.len() {
         let item = &work.live[i];
         if item.tokens <= least || !work.reducible_result(i) {
@@ -226,7 +236,7 @@ pub(super) fn cap_items(work: &mut Working<'_>, bounds: &Bounds, id: Uuid) -> Ve
             .tool_call_id()
             .is_some_and(|c| recalls.contains(c));
         let cap = if recalled {
-            bounds.tail_cap
+            bounds.recall_cap
         } else {
             bounds.item_cap
         };
@@ -293,7 +303,12 @@ pub(super) fn plan<'a>(
     // reference, oldest first.
     if tail_tokens > bounds.tail_cap {
         let answered = candidate.answered_calls();
-        for i in tail..last {
+        // Older than the newest turn: what the model just wrote stays in full.
+        let newest = (tail..=last)
+            .rev()
+            .find(|&i| !candidate.live[i].event.body.tool_calls().is_empty())
+            .unwrap_or(last);
+        for i in tail..newest {
             if tail_tokens <= bounds.tail_cap {
                 break;
             }

@@ -198,6 +198,33 @@ async fn a_recalled_slice_stays_in_full_while_recent() {
     assert_eq!(projection_of(&out, other), Some(Projection::Preview));
 }
 
+/// A recall of the default size stays in full where the tail's cap is smaller than what it
+/// brings back: the model asked for that slice, and cutting it would only make it ask again.
+#[tokio::test]
+async fn a_default_recall_stays_in_full_under_a_smaller_tail_cap() {
+    // Room 9,000 tokens: the tail's cap 900, under the 1,000 or so of a default recall.
+    let config = config(10_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Look at the middle of the log.");
+    log.push(json!({"type": "message", "role": "assistant",
+        "tool_calls": [{"id": "r1", "name": "recall_observation",
+            "arguments": {"uri": "observation://2?offset=4000"}}]}));
+    let mut slice: String = (0..250).map(|i| format!("line {i:>9}\n")).collect();
+    slice.truncate(crate::domain::observation::DEFAULT_LIMIT);
+    slice.push_str(
+        "\n[characters 4000–8000 of 20000; recall observation://2?offset=8000 for the rest]",
+    );
+    let recalled = log.push(
+        json!({"type": "message", "role": "tool", "tool_call_id": "r1",
+        "name": "recall_observation", "content": slice}),
+    );
+    let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(projection_of(&out, recalled), Some(Projection::Full));
+}
+
 /// A compaction that acts frees down to the low-water mark, so the next one is many turns
 /// away; in between the view only grows at its end.
 #[tokio::test]

@@ -119,7 +119,7 @@ pub struct SessionConfig {
     /// window less the reserved output and the tool schemas): older tool results of the tail
     /// beyond it are shown as excerpts. `min_tail_messages` stays a floor on the count.
     #[serde(default = "SessionConfig::default_tail_max_share")]
-    #[schema(default = 0.15, exclusive_minimum = 0, maximum = 1)]
+    #[schema(default = 0.10, exclusive_minimum = 0, maximum = 1)]
     pub tail_max_share: f64,
     /// The most tokens one tool result may take in full, as a share of the room for messages:
     /// a larger one is shown as its head and tail with its `observation://` reference, even
@@ -158,7 +158,7 @@ impl SessionConfig {
         0.05
     }
     fn default_tail_max_share() -> f64 {
-        0.15
+        0.10
     }
     fn default_item_max_share() -> f64 {
         0.05

@@ -142,7 +142,7 @@ mod tests {
         assert_eq!(s.config.thresholds.low_water, 0.40);
         assert_eq!(s.config.thresholds.warn, 0.70);
         assert_eq!(s.config.thresholds.emergency, 0.95);
-        assert_eq!(s.config.tail_max_share, 0.15);
+        assert_eq!(s.config.tail_max_share, 0.10);
         assert_eq!(s.config.item_max_share, 0.05);
         assert_eq!(s.config.min_tail_messages, 6);
         assert_eq!(s.config.offload_threshold_chars, 4_000);

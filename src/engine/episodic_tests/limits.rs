@@ -47,7 +47,7 @@ async fn a_long_tool_loop_is_not_all_current() {
     let mut state = CompactionState::default();
     let mut results = Vec::new();
     for i in 0..160 {
-        results.push(exchange(&mut log, &format!("c{i}"), "read", 1_500));
+        results.push(exchange(&mut log, &format!("c{i}"), "read", 1_200));
         let out = run(&cfg, &state, &log, 0, Mode::Auto, 0).await.unwrap();
         assert_ne!(out.record.tier, Tier::Emergency, "turn {i}");
         assert!(out.record.tokens_after <= 8_000);

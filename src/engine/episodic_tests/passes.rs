@@ -122,10 +122,10 @@ async fn the_current_turn_and_the_active_episode_stay() {
     assert_eq!(below.record.tier, Tier::None);
     assert!(!below.changed);
     start(&mut log, "survey", "exploration", &[]);
-    // Within the tail's cap together (0.15 of the room: 2,850 tokens).
-    let in_episode = exchange(&mut log, "s", "read", 4_000);
+    // Within the tail's cap together (0.10 of the room: 1,900 tokens).
+    let in_episode = exchange(&mut log, "s", "read", 3_400);
     log.user("Keep going.");
-    let in_turn = exchange(&mut log, "t", "read", 4_000);
+    let in_turn = exchange(&mut log, "t", "read", 3_400);
     let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Force, 0)
         .await
         .unwrap();

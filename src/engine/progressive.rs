@@ -303,12 +303,7 @@ pub(super) fn plan<'a>(
     // reference, oldest first.
     if tail_tokens > bounds.tail_cap {
         let answered = candidate.answered_calls();
-        // Older than the newest turn: what the model just wrote stays in full.
-        let newest = (tail..=last)
-            .rev()
-            .find(|&i| !candidate.live[i].event.body.tool_calls().is_empty())
-            .unwrap_or(last);
-        for i in tail..newest {
+        for i in tail..last {
             if tail_tokens <= bounds.tail_cap {
                 break;
             }

@@ -8,7 +8,7 @@ use super::view;
 use crate::domain::compaction::FallbackReason;
 use crate::domain::compaction::{Mode, Projection, Tier};
 use crate::domain::event::Role;
-use crate::domain::session::Policy;
+use crate::domain::session::{Policy, SessionConfig};
 use crate::domain::state::CompactionState;
 use crate::summarize::SummaryOutcome;
 
@@ -420,7 +420,11 @@ async fn a_capped_result_under_the_thresholds_only_appends() {
 /// the reference recalls the arguments.
 #[tokio::test]
 async fn long_arguments_of_answered_turns_leave_a_tail_over_its_cap() {
-    let config = config(6_000);
+    // A tail cap (750 tokens) that holds the newest write's arguments but not two.
+    let config = SessionConfig {
+        tail_max_share: 0.15,
+        ..config(6_000)
+    };
     let mut log = Log::default();
     log.system("sys");
     log.user("Write the modules.");

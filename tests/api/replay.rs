@@ -45,6 +45,22 @@ fn replay(window: &str, extra: &[&str]) -> (bool, Value) {
     (out.status.success(), report)
 }
 
+/// `ctxd replay --json` of one `file` with `args`, which must succeed: its report.
+fn replay_file(args: &[&str], file: &std::path::Path) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_ctxd"))
+        .args(["replay", "--json"])
+        .args(args)
+        .arg(file)
+        .output()
+        .expect("ctxd replay runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("a JSON report")
+}
+
 /// Compactions that acted, over every tier.
 fn acted(total: &Value) -> u64 {
     let tiers = total["compactions"]
@@ -176,16 +192,7 @@ fn anthropic_sessions_replay_too() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/turns/claude_code_thinking.json"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_ctxd"))
-        .args(["replay", "--json", "--compare", "--window", "16000", file])
-        .output()
-        .expect("ctxd replay runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = replay_file(&["--compare", "--window", "16000"], file.as_ref());
     let total = &report["total"];
     assert!(total["turns"].as_u64().unwrap() > 40, "{total}");
     assert_eq!(total["over_budget"], 0);
@@ -218,18 +225,8 @@ fn synthetic_sessions_replay_with_their_planted_facts() {
         std::fs::read(&session).unwrap(),
         std::fs::read(&again).unwrap()
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_ctxd"))
-        .args(["replay", "--json", "--window", "16000", "--facts"])
-        .arg(&facts)
-        .arg(&session)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let facts = facts.to_str().unwrap();
+    let report = replay_file(&["--window", "16000", "--facts", facts], &session);
     let planted = &report["total"]["facts_end"]["planted"];
     assert_eq!(planted[1], 4, "four facts planted: {planted}");
     assert!(planted[0].as_u64().unwrap() >= 1, "{planted}");
@@ -320,17 +317,7 @@ fn replay_counts_a_view_that_hid_what_the_agent_used_next() {
     ];
     let lines: Vec<String> = messages.iter().map(Value::to_string).collect();
     std::fs::write(&file, lines.join("\n")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ctxd"))
-        .args(["replay", "--json", "--compare", "--window", "16000"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = replay_file(&["--compare", "--window", "16000"], &file);
     let session = &report["sessions"][0];
     assert_eq!(session["hidden_uses"], 1, "{session}");
     assert_eq!(session["recalls"], 1, "{session}");

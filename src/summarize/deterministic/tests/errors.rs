@@ -87,6 +87,32 @@ fn a_larger_summary_names_more_error_lines_of_a_failed_run() {
     assert_eq!(named(32_000), 33);
 }
 
+/// A build piped through `head` reads as succeeded (its exit status is the pipe's): it names as
+/// many of its error lines as a failed run would.
+#[test]
+fn a_build_that_lost_its_exit_status_names_as_many_errors_as_a_failed_one() {
+    let output: String = (1..=40)
+        .map(|i| format!("src/unified.c:{i}:12: error: no member named 'field{i}'\n"))
+        .collect();
+    let named = |failed: bool| {
+        let events = [
+            user(1, "fix the build"),
+            call(2, "c1", "bash", json!({"command": "make 2>&1 | head -80"})),
+            result(3, "c1", &output, failed),
+        ];
+        let out = run(&Summary::default(), &events, 12_800);
+        (1..=40)
+            .filter(|i| {
+                let line = format!("src/unified.c:{i}:12: error: no member named 'field{i}'");
+                out.summary.text.contains(&line)
+            })
+            .count()
+    };
+    assert_eq!(named(true), 13);
+    // The line that says what failed is not set apart: one fewer.
+    assert_eq!(named(false), 12);
+}
+
 /// A test run `n` times that fails the same way each time, from seq `from`, with a distinct
 /// build error before it.
 fn repeated_failures(from: i64, n: i64) -> Vec<Event> {

@@ -168,7 +168,7 @@ fn is_constraint(line: &str) -> bool {
 }
 
 /// Every string in `value`, in order.
-fn walk_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+pub(super) fn walk_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
     match value {
         Value::String(s) => out.push(s),
         Value::Array(items) => items.iter().for_each(|v| walk_strings(v, out)),

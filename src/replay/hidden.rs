@@ -2,19 +2,20 @@
 //!
 //! A recorded agent saw every tool result in full. When its next message uses a particular
 //! word (an identifier, a number, a name with a digit, an underscore or an inner capital) that
-//! a tool result showed first (before the user or the agent wrote it) and the view sent before
-//! that message does not hold anywhere, an agent
-//! given that view would have had to fetch it again: with ctxd, a recall of the result by its
-//! `observation://` reference; after plain truncation, the same tool run again. Either is one
-//! more model request (the same view, its prefix cached) with the slice it brings back. The
-//! replay counts those turns and prices them, the same way for every policy, so that a policy
-//! that hides more cannot look cheaper for it. It counts fewer than an agent would fetch: a name
-//! the view still holds somewhere (in a summary, say) counts as held, whatever is gone around it.
+//! a tool result showed first (before the user or the agent wrote it), and the view sent before
+//! that message does not hold it anywhere, an agent given that view would have had to fetch it
+//! again: with ctxd, a recall of the result by its `observation://` reference; after plain
+//! truncation, the same tool run again. Either is one more model request (the same view, its
+//! prefix cached) with the slice it brings back. The replay counts those turns and prices them,
+//! the same way for every policy, so that a policy that hides more cannot look cheaper for it.
+//! It counts fewer than an agent would fetch: a name the view still holds somewhere (in a
+//! summary, say) counts as held, whatever is gone around it.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::Value;
 
+use super::facts::walk_strings;
 use crate::domain::observation::DEFAULT_LIMIT;
 
 /// The shortest word counted: shorter ones are too often the model's own.
@@ -94,7 +95,14 @@ fn message_text(message: &Value) -> String {
     for call in message["tool_calls"].as_array().into_iter().flatten() {
         let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
         match serde_json::from_str::<Value>(arguments) {
-            Ok(value) => strings(&value, &mut text),
+            Ok(value) => {
+                let mut strings = Vec::new();
+                walk_strings(&value, &mut strings);
+                for s in strings {
+                    text.push_str(s);
+                    text.push('\n');
+                }
+            }
             Err(_) => text.push_str(arguments),
         }
         text.push('\n');
@@ -119,19 +127,6 @@ fn content_text(message: &Value) -> String {
     }
     text.push('\n');
     text
-}
-
-/// Every string of `value`, each on its own line.
-fn strings(value: &Value, out: &mut String) {
-    match value {
-        Value::String(s) => {
-            out.push_str(s);
-            out.push('\n');
-        }
-        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
-        Value::Object(map) => map.values().for_each(|v| strings(v, out)),
-        _ => {}
-    }
 }
 
 #[cfg(test)]

@@ -105,7 +105,8 @@ pub(super) async fn replay(
         // appends it between model turns.
         if message.get("type").is_some() {
             if pending > 0 {
-                if let Err(e) = run.turn(pending, None).await {
+                let next = messages[index..].iter().find(|m| m["role"] == "assistant");
+                if let Err(e) = run.turn(pending, next).await {
                     let error = format!("the turn before item {index}: {e}");
                     run.ctxd.report.errors.push(error);
                     break;

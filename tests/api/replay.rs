@@ -137,6 +137,9 @@ fn replay_compares_the_plain_baselines() {
         let over = b["over_budget"].as_u64().unwrap();
         if name == "no_compaction" {
             assert!(over > 0, "the sessions outgrow the window");
+            // A view of the whole history hides nothing the agent uses next.
+            assert_eq!(b["hidden_uses"], 0, "{b}");
+            assert_eq!(b["recall_cost"], 0.0, "{b}");
         } else {
             assert_eq!(over, 0, "{name}");
         }

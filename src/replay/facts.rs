@@ -79,18 +79,8 @@ impl Facts {
                 self.paths.extend(paths(text));
             }
             Some("assistant") => {
-                for call in message["tool_calls"].as_array().into_iter().flatten() {
-                    let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
-                    // The paths of the arguments' strings as they read, not of their JSON
-                    // (where a line break is `\n`, part of the word before it).
-                    match serde_json::from_str::<Value>(arguments) {
-                        Ok(value) => {
-                            let mut strings = Vec::new();
-                            walk_strings(&value, &mut strings);
-                            self.paths.extend(strings.into_iter().flat_map(paths));
-                        }
-                        Err(_) => self.paths.extend(paths(arguments)),
-                    }
+                for text in argument_strings(message) {
+                    self.paths.extend(paths(&text));
                 }
             }
             Some("tool") => {
@@ -167,8 +157,26 @@ fn is_constraint(line: &str) -> bool {
         .any(|word| lower.contains(word))
 }
 
+/// The strings of a message's tool-call arguments as they read, not as their JSON (where a line
+/// break is `\n`, part of the word before it): each argument's, or the text that is not JSON.
+pub(super) fn argument_strings(message: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for call in message["tool_calls"].as_array().into_iter().flatten() {
+        let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
+        match serde_json::from_str::<Value>(arguments) {
+            Ok(value) => {
+                let mut strings = Vec::new();
+                walk_strings(&value, &mut strings);
+                out.extend(strings.into_iter().map(str::to_owned));
+            }
+            Err(_) => out.push(arguments.to_owned()),
+        }
+    }
+    out
+}
+
 /// Every string in `value`, in order.
-pub(super) fn walk_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+fn walk_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
     match value {
         Value::String(s) => out.push(s),
         Value::Array(items) => items.iter().for_each(|v| walk_strings(v, out)),

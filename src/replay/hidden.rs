@@ -15,7 +15,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::facts::walk_strings;
+use super::facts::argument_strings;
 use crate::domain::observation::DEFAULT_LIMIT;
 
 /// The shortest word counted: shorter ones are too often the model's own.
@@ -88,23 +88,11 @@ fn particular_words(text: &str) -> impl Iterator<Item = &str> {
         })
 }
 
-/// A message's text and its tool calls' arguments, as they read (not as JSON, where a line break
-/// is `\n`, part of the word after it).
+/// A message's text and its tool calls' arguments, as they read.
 fn message_text(message: &Value) -> String {
     let mut text = content_text(message);
-    for call in message["tool_calls"].as_array().into_iter().flatten() {
-        let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
-        match serde_json::from_str::<Value>(arguments) {
-            Ok(value) => {
-                let mut strings = Vec::new();
-                walk_strings(&value, &mut strings);
-                for s in strings {
-                    text.push_str(s);
-                    text.push('\n');
-                }
-            }
-            Err(_) => text.push_str(arguments),
-        }
+    for s in argument_strings(message) {
+        text.push_str(&s);
         text.push('\n');
     }
     text

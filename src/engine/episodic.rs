@@ -87,13 +87,14 @@ impl<'a> Run<'a> {
         // and the view would be back at the trigger a few turns later.
         let min_gain = config.min_gain_tokens();
         let worthwhile = |before: i64, after: i64| before - after >= min_gain && after <= target;
+        let plan = self.plan(target);
+        let fold_seq = plan.fold_seq();
         let EvictionPlan {
             candidate,
             offloaded,
             cut,
             after_fold,
-            fold_seq,
-        } = self.plan(target);
+        } = plan;
         if let Some(cut) = cut {
             if must || worthwhile(before, after_fold) {
                 return Step::Wait(Pending::new(self, candidate, cut, offloaded));
@@ -115,7 +116,7 @@ impl<'a> Run<'a> {
     pub(super) fn next_fold(mut self) -> Option<i64> {
         self.cap_observations();
         self.plan(self.share(self.input.config.episodic.target))
-            .fold_seq
+            .fold_seq()
     }
 
     /// The room's `share` in tokens, for the view's messages.
@@ -157,7 +158,7 @@ impl<'a> Run<'a> {
         let offloaded = eviction.offloaded;
         candidate.refresh_summary_message();
         let tokens = candidate.tokens();
-        let (mut cut, mut after_fold, mut fold_seq) = (None, tokens, None);
+        let (mut cut, mut after_fold) = (None, tokens);
         if tokens > target {
             // The first user request and the two most recent stay verbatim (`keep_in_fold`,
             // set for every path of the policy by `Run::start`).
@@ -170,7 +171,6 @@ impl<'a> Run<'a> {
             if candidate.folds_anything(at) {
                 cut = Some(at);
                 after_fold = tokens - folding + candidate.summary_growth(folding);
-                fold_seq = at.checked_sub(1).map(|i| candidate.live[i].event.seq);
             }
         }
         EvictionPlan {
@@ -178,7 +178,6 @@ impl<'a> Run<'a> {
             offloaded,
             cut,
             after_fold,
-            fold_seq,
         }
     }
 
@@ -328,14 +327,21 @@ fn archivable(work: &Working<'_>, active: &[bool], i: usize) -> bool {
 }
 
 /// What an eviction would do: the view after passes 1 and 2 (and pass 3's collapse of pinned
-/// items), what they archived, and the fold pass 3 would make (its cut, the view's tokens
-/// after it, the last seq it folds), if any.
+/// items), what they archived, and the fold pass 3 would make (its cut and the view's tokens
+/// after it), if any.
 struct EvictionPlan<'a> {
     candidate: Working<'a>,
     offloaded: Vec<OffloadedItem>,
     cut: Option<usize>,
     after_fold: i64,
-    fold_seq: Option<i64>,
+}
+
+impl EvictionPlan<'_> {
+    /// The last seq the fold would take in.
+    fn fold_seq(&self) -> Option<i64> {
+        let last = self.cut?.checked_sub(1)?;
+        Some(self.candidate.live[last].event.seq)
+    }
 }
 
 /// What the passes of one compaction share: the view they archive in, how far it is from the

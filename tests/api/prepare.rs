@@ -147,6 +147,8 @@ async fn turn(app: &TestApp, id: &str, n: usize) -> Value {
     reply.body
 }
 
+/// A model that answers nothing holds up no compaction (a fold waits for its summary); once it
+/// answers, the fold takes the summary it prepared.
 async fn a_model_that_does_not_answer_holds_up_no_compaction(backend: Backend) {
     let (gate, calls) = (Arc::new(Semaphore::new(0)), Arc::new(AtomicUsize::new(0)));
     let app = app_with_model(backend, gated_model(gate.clone(), calls.clone()).await).await;

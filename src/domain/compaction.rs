@@ -120,6 +120,11 @@ pub enum Reason {
     /// pass, oldest first, when nothing else brought the view to its target; the summary names
     /// its observation reference.
     PinnedCollapsed,
+    /// A user request the episodic policy keeps verbatim (the first, or one of the two most
+    /// recent) but not the current one, larger than the tail's cap, shown as its head and tail
+    /// with its observation reference because passes 1 and 2 left the view over its target
+    /// (a pasted log, or a harness's summary of an earlier conversation).
+    OffloadedLargeRequest,
 }
 
 impl Reason {

@@ -13,9 +13,12 @@
 //!    depending on it is archived, those nothing depends on first. An archived episode's items
 //!    are shown by reference; its conclusion (the `episode_end`) stays in full;
 //! 3. the oldest conversation is folded into the summary, never into the active items; the
-//!    first user request and the two most recent stay verbatim. When that is not enough, the
-//!    pinned user messages and notes collapse into the summary too, oldest first (the first
-//!    and two most recent requests aside), each named there by its `observation://` reference.
+//!    first user request and the two most recent stay verbatim, but when folding cannot bring
+//!    the view to the target, those of them longer than the tail's cap (the current one aside)
+//!    are shown as their head and tail with their reference, longest first. When that is not
+//!    enough, the pinned user messages and notes collapse into the summary too, oldest first
+//!    (the first and two most recent requests aside), each named there by its `observation://`
+//!    reference.
 //!
 //! When the view is still over the room after passes 1 and 2, the current turn's answered
 //! results but the newest are archived too before anything is folded or truncated.
@@ -155,16 +158,32 @@ impl<'a> Run<'a> {
             archive_current(&mut eviction, &active);
         }
         eviction.archive_calls();
-        let offloaded = eviction.offloaded;
+        let mut offloaded = eviction.offloaded;
         candidate.refresh_summary_message();
-        let tokens = candidate.tokens();
+        let mut tokens = candidate.tokens();
         let (mut cut, mut after_fold) = (None, tokens);
         if tokens > target {
             // The first user request and the two most recent stay verbatim (`keep_in_fold`,
             // set for every path of the policy by `Run::start`).
             let valid = candidate.valid_cuts();
             let end = fold_end(&candidate, &active, &valid);
-            let at = candidate.fold_cut(end, &valid, tokens, target);
+            let mut at = candidate.fold_cut(end, &valid, tokens, target);
+            // Unless folding cannot reach the target: then those longer than the tail's cap
+            // (but the current one) are shown as their head and tail, longest first, until it
+            // can.
+            let cap = self.bounds.tail_cap;
+            let max_chars = (cap * CHARS_PER_TOKEN).max(view::PREVIEW_CHARS as i64) as usize;
+            for seq in long_requests(&candidate, cap) {
+                let folding = candidate.foldable_tokens(at);
+                if tokens - folding + candidate.summary_growth(folding) <= target {
+                    break;
+                }
+                if let Some((item, freed)) = candidate.excerpt_request(seq, max_chars, id) {
+                    offloaded.push(item);
+                    tokens -= freed;
+                    at = candidate.fold_cut(end, &valid, tokens, target);
+                }
+            }
             // The last resort: pinned user messages and notes collapse too, oldest first.
             candidate.collapse_pinned(at, tokens, target);
             let folding = candidate.foldable_tokens(at);
@@ -315,6 +334,25 @@ fn episode_spans(work: &Working<'_>) -> Vec<Span> {
         spans[from + 1..].fill(Span::Active);
     }
     spans
+}
+
+/// The requests a fold keeps verbatim (the first and the two most recent) but the current one
+/// (the last user message) that cost more than `cap` tokens, the longest first.
+fn long_requests(work: &Working<'_>, cap: i64) -> Vec<i64> {
+    let requests = || {
+        work.kept
+            .iter()
+            .chain(&work.live)
+            .filter(|l| l.event.body.role() == Some(Role::User))
+    };
+    let current = requests().next_back().map(|l| l.event.seq);
+    let mut long: Vec<(i64, i64)> = requests()
+        .filter(|l| l.tokens > cap && Some(l.event.seq) != current)
+        .filter(|l| work.keep_in_fold.contains(&l.event.seq))
+        .map(|l| (l.tokens, l.event.seq))
+        .collect();
+    long.sort_unstable_by(|a, b| b.cmp(a));
+    long.into_iter().map(|(_, seq)| seq).collect()
 }
 
 /// Whether live item `i` can be archived: not active, not kept, and shown fuller than a

@@ -261,7 +261,10 @@ impl<'a> Run<'a> {
     pub(super) fn accept(&mut self, candidate: Working<'a>, offloaded: Vec<OffloadedItem>) {
         self.preserved_tail = candidate.full_seqs();
         self.offloaded.extend(offloaded);
-        self.offloaded.retain(|o| o.seq > candidate.checkpoint);
+        // Items folded after being offloaded are summarised; a kept one stays reduced.
+        self.offloaded.retain(|o| {
+            o.seq > candidate.checkpoint || candidate.kept.iter().any(|l| l.event.seq == o.seq)
+        });
         self.work = candidate;
         self.acted = true;
     }

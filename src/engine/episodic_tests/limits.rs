@@ -110,8 +110,8 @@ async fn a_current_turn_too_large_for_the_room_archives_its_older_results() {
     );
 }
 
-/// An eviction that cannot bring the view down to the target (a long recent request stays
-/// verbatim) does not act at the trigger, where it would free a little and the view would be
+/// An eviction that cannot bring the view down to the target (a long recent request the client
+/// pinned stays verbatim) does not act at the trigger, where it would free a little and the view would be
 /// back there a few turns later: it waits until the view no longer fits.
 #[tokio::test]
 async fn an_eviction_short_of_the_target_waits_until_the_view_does_not_fit() {
@@ -124,7 +124,8 @@ async fn an_eviction_short_of_the_target_waits_until_the_view_does_not_fit() {
         exchange(&mut log, "a", "read", 3_200),
         exchange(&mut log, "b", "read", 3_200),
     ];
-    log.user(&"The spec, pasted in full. ".repeat(400));
+    log.push(json!({"type": "message", "role": "user", "pinned": true,
+        "content": "The spec, pasted in full. ".repeat(400)}));
     log.user("Go on.");
     exchange(&mut log, "c", "read", 2_400);
     exchange(&mut log, "d", "read", 2_400);

@@ -207,6 +207,95 @@ async fn unannotated_history_folds_the_oldest_and_keeps_the_first_request() {
     assert_eq!(standing.reason, Reason::ArchivedToolExchange);
 }
 
+/// A request the fold keeps verbatim but the current one, longer than the tail's cap (a pasted
+/// log, a harness's summary of an earlier conversation), is shown as its head and tail with its
+/// reference when folding the conversation cannot bring the view to the target; the first and
+/// the current requests stay whole, and the next compaction keeps it so. One that folding can
+/// make room beside stays whole.
+#[tokio::test]
+async fn a_long_earlier_request_is_shown_as_head_and_tail_when_folding_cannot_make_room() {
+    let cfg = config(8_000);
+    // The room is 7,000 tokens, the target 2,800, the tail's cap 700 (4 characters a token).
+    let session = |log_lines: usize, exchanges: usize| {
+        let mut log = Log::default();
+        log.system("sys");
+        let first = log.user("Port the parser to the new grammar.");
+        let pasted = format!(
+            "Here is the log of the last run:\n{}What failed?",
+            "a line of the build log\n".repeat(log_lines)
+        );
+        let long = log.user(&pasted);
+        for i in 0..exchanges {
+            log.assistant(&format!("Looking at step {i}. {}", "notes ".repeat(40)));
+            exchange(&mut log, &format!("c{i}"), "read", 1_600);
+        }
+        let current = log.user("Now fix it.");
+        (log, [first, long, current], pasted.len())
+    };
+
+    // 3,000 tokens: more than the target alone.
+    let (mut log, [first, long, current], pasted_chars) = session(500, 6);
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert!(out.record.tokens_before >= (0.80 * 7_000.0) as i64);
+    let (shown_as, content) = shown(&out, long).expect("the long request is in the view");
+    assert_eq!(shown_as, Projection::Preview, "{content}");
+    assert!(
+        content.starts_with("Here is the log of the last run:"),
+        "{content}"
+    );
+    assert!(content.ends_with("What failed?"), "{content}");
+    assert!(
+        content.contains(&format!("recall observation://{long}?offset=")),
+        "{content}"
+    );
+    assert!(
+        content.len() < pasted_chars / 3,
+        "{} characters",
+        content.len()
+    );
+    assert_eq!(
+        out.state.reduced.get(&long).map(|r| r.reason),
+        Some(Reason::OffloadedLargeRequest)
+    );
+    for seq in [first, current] {
+        assert_eq!(projection(&out, seq), Some(Projection::Full), "seq {seq}");
+    }
+    assert!(
+        out.record.summarized_seqs.is_empty(),
+        "room made without folding"
+    );
+    assert!(out.record.offloaded.iter().any(|o| o.seq == long));
+    assert!(out.record.tokens_after <= (0.40 * 7_000.0) as i64);
+
+    let answer = log.assistant("Fixed.");
+    let out = run(&cfg, &out.state, &log, 0, Mode::Force, 0)
+        .await
+        .unwrap();
+    assert_eq!(projection(&out, long), Some(Projection::Preview));
+    assert_eq!(projection(&out, answer), Some(Projection::Full));
+
+    // Forced, the conversation folds too; the request stays in the view past the checkpoint,
+    // as its head and tail, and the record says so.
+    let (log, [_, long, _], _) = session(500, 6);
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Force, 0)
+        .await
+        .unwrap();
+    assert!(!out.record.summarized_seqs.is_empty(), "folded");
+    assert!(out.state.checkpoint_seq > long);
+    assert_eq!(projection(&out, long), Some(Projection::Preview));
+    assert!(out.record.offloaded.iter().any(|o| o.seq == long));
+
+    // 1,500 tokens, over the tail's cap, but folding the conversation makes room beside it.
+    let (log, [_, long, _], _) = session(250, 10);
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert!(!out.record.summarized_seqs.is_empty(), "folded");
+    assert_eq!(projection(&out, long), Some(Projection::Full));
+}
+
 /// Pass 3's last resort: when folding the unpinned conversation cannot reach the target,
 /// pinned user messages and notes collapse into the summary, oldest first. The first request
 /// and the two most recent stay verbatim, and the summary names every collapsed one by its

@@ -5,11 +5,11 @@ use std::collections::HashSet;
 
 use uuid::Uuid;
 
-use super::{always_kept, is_tool_result, offloaded_item, Working};
+use super::{always_kept, is_tool_result, offloaded_item, Live, Working};
 use crate::domain::compaction::{OffloadedItem, Projection, Reason, ViewMessage};
 use crate::domain::observation;
 use crate::engine::view;
-use crate::tokens::MESSAGE_OVERHEAD;
+use crate::tokens::{Tokenizer, MESSAGE_OVERHEAD};
 
 impl<'a> Working<'a> {
     /// The indices of the items before `end`, shown in full, that offloading would show as
@@ -120,15 +120,28 @@ impl<'a> Working<'a> {
         max_chars: usize,
         id: Uuid,
     ) -> Option<(OffloadedItem, i64)> {
-        let item = &self.live[i];
-        // Only a long text is cut: an image the result carries stays while it is recent.
-        if item.chars() <= max_chars as i64 {
-            return None;
-        }
-        let message = view::excerpt_message(item.event, max_chars, item.chars(), self.error_lines);
-        let shown = self.show_as(i, message, Reason::OffloadedLargeToolResult, id)?;
-        self.live[i].excerpt = max_chars as i64;
-        Some(shown)
+        let (tokenizer, errors) = (self.tokenizer, self.error_lines);
+        let reason = Reason::OffloadedLargeToolResult;
+        excerpt(&mut self.live[i], max_chars, reason, id, tokenizer, errors)
+    }
+
+    /// Shows the user request at `seq`, kept or live, as its head and tail in about
+    /// `max_chars` characters when it is shown in full, longer, and that is smaller.
+    pub(in crate::engine) fn excerpt_request(
+        &mut self,
+        seq: i64,
+        max_chars: usize,
+        id: Uuid,
+    ) -> Option<(OffloadedItem, i64)> {
+        let (tokenizer, errors) = (self.tokenizer, self.error_lines);
+        let item = self
+            .kept
+            .iter_mut()
+            .chain(self.live.iter_mut())
+            .find(|l| l.event.seq == seq)
+            .filter(|l| l.projection == Projection::Full && !always_kept(l.event))?;
+        let reason = Reason::OffloadedLargeRequest;
+        excerpt(item, max_chars, reason, id, tokenizer, errors)
     }
 
     /// The ids of the calls whose results are in the view.
@@ -171,16 +184,8 @@ impl<'a> Working<'a> {
         reason: Reason,
         id: Uuid,
     ) -> Option<(OffloadedItem, i64)> {
-        let tokens = message.cost(self.tokenizer);
-        let item = &self.live[i];
-        if tokens >= item.tokens {
-            return None;
-        }
-        let freed = item.tokens - tokens;
-        let reduced = item.reduced(message.projection, tokens, reason, id);
-        let offloaded = offloaded_item(&reduced);
-        self.live[i] = reduced;
-        Some((offloaded, freed))
+        let tokenizer = self.tokenizer;
+        show_as(&mut self.live[i], message, reason, id, tokenizer)
     }
 
     /// Shows tool results before `end` by reference, oldest first, until the view costs at
@@ -215,4 +220,42 @@ impl<'a> Working<'a> {
         }
         (masked, total)
     }
+}
+
+/// Shows `item` as `message` (in its projection) for `reason` by compaction `id`, when that
+/// costs fewer tokens than the item does now: what it offloaded and the tokens that freed.
+fn show_as(
+    item: &mut Live<'_>,
+    message: ViewMessage<'_>,
+    reason: Reason,
+    id: Uuid,
+    tokenizer: Tokenizer,
+) -> Option<(OffloadedItem, i64)> {
+    let tokens = message.cost(tokenizer);
+    if tokens >= item.tokens {
+        return None;
+    }
+    let freed = item.tokens - tokens;
+    *item = item.reduced(message.projection, tokens, reason, id);
+    Some((offloaded_item(item), freed))
+}
+
+/// Shows `item` as its head and tail in about `max_chars` characters, naming at most `errors`
+/// error lines of what it leaves out, when it is longer and that is smaller.
+fn excerpt(
+    item: &mut Live<'_>,
+    max_chars: usize,
+    reason: Reason,
+    id: Uuid,
+    tokenizer: Tokenizer,
+    errors: usize,
+) -> Option<(OffloadedItem, i64)> {
+    // Only a long text is cut: an image the item carries stays while it is recent.
+    if item.chars() <= max_chars as i64 {
+        return None;
+    }
+    let message = view::excerpt_message(item.event, max_chars, item.chars(), errors);
+    let shown = show_as(item, message, reason, id, tokenizer)?;
+    item.excerpt = max_chars as i64;
+    Some(shown)
 }

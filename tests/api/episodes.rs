@@ -176,3 +176,50 @@ on_both_backends! {
         assert_eq!(fields, ["config.episodic.target", "config.episodic.tool_priorities.bash"], "{}", bad.body);
     }
 }
+
+on_both_backends! {
+    async fn a_long_earlier_request_is_shown_as_head_and_tail_and_recalled_whole(app) {
+        let id = app.create_session(json!({"config": {
+            "context_window": 8000, "max_output_tokens": 1000, "tokenizer": "chars4",
+            "policy": "episodic"
+        }})).await;
+        // 3,000 tokens, more than the target (0.4 of the room) alone: folding cannot make room.
+        let pasted = format!("Here is the log of the last run:\n{}What failed?",
+            "a line of the build log\n".repeat(500));
+        let mut events = vec![say("Port the parser to the new grammar."), say(&pasted)];
+        for i in 0..8 {
+            events.push(json!({"type": "message", "role": "assistant", "content": format!("Step {i}.")}));
+            events.extend(exchange(&format!("c{i}"), "read", 1_600));
+        }
+        events.push(say("Now fix it."));
+        let reply = app.append(&id, Value::Array(events)).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+        let long = 2;
+
+        let out = app.post(&format!("/sessions/{id}/compact"), &json!({"format": "openai"})).await;
+        assert_eq!(out.status, StatusCode::OK, "{}", out.body);
+        let record = &out.body["record"];
+        assert!(record["offloaded"].as_array().unwrap().iter().any(|o| o["seq"] == long), "{record}");
+        let messages = out.body["view"]["messages"].as_array().unwrap();
+        let shown = messages.iter().filter_map(|m| m["content"].as_str())
+            .find(|c| c.starts_with("Here is the log")).expect("the request stays in the view");
+        assert!(shown.ends_with("What failed?") && shown.len() < pasted.len() / 3, "{shown}");
+        let at = shown.find("recall observation://2?offset=").expect("its reference") + "recall ".len();
+        let uri: String = shown[at..].chars().take_while(|c| !matches!(c, ']' | ' ' | '\n')).collect();
+        assert!(messages.iter().any(|m| m["content"] == "Now fix it."), "the current request whole");
+
+        let context = app.get(&format!("/sessions/{id}/context?from_seq=2&to_seq=2")).await;
+        assert_eq!(context.status, StatusCode::OK, "{}", context.body);
+        let item = &context.body["items"][0];
+        assert_eq!((item["reason"].as_str(), item["projection"].as_str(), item["state"].as_str()),
+                   (Some("offloaded_large_request"), Some("preview"), Some("retained")), "{item}");
+
+        // The reference brings back what the view left out, from where it left off.
+        let offset: usize = uri.rsplit('=').next().unwrap().parse().unwrap();
+        let recalled = app.post(&format!("/sessions/{id}/recall"),
+            &json!({"uri": uri, "limit": 100_000})).await;
+        assert_eq!(recalled.status, StatusCode::OK, "{}", recalled.body);
+        let content = recalled.body["content"].as_str().unwrap();
+        assert!(content.starts_with(&pasted[offset..offset + 200]), "{content}");
+    }
+}

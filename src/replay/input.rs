@@ -1,8 +1,8 @@
 //! Recorded sessions read as OpenAI chat messages, whatever shape they were recorded in: the
 //! development corpus's chat log (one `{role, content, tool_calls: [{id, name, arguments}],
 //! tool_call_id}` a line), OpenAI chat message lists, Anthropic message lists (content blocks,
-//! tool_use and tool_result), Claude Code session logs (one row a line, a message's streamed
-//! rows merged), SWE-agent `.traj` files (their `history`), or ctxd's own event objects (their
+//! tool_use and tool_result), Claude Code session logs and print mode's `stream-json` output
+//! (one row a line, a message's streamed rows merged, a sub-agent's rows left out), SWE-agent `.traj` files (their `history`), or ctxd's own event objects (their
 //! messages). A file is a JSON array or object, or one JSON object a line.
 
 use serde_json::{json, Map, Value};
@@ -57,7 +57,13 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
             object.get("type").and_then(Value::as_str),
             object.get("message"),
         ) {
-            if object.get("isSidechain") == Some(&Value::Bool(true)) {
+            // A sub-agent's rows: a sidechain of a session log, or in print mode's stream
+            // (`claude -p --output-format stream-json`) those of the task call they answer.
+            let sub_agent = object.get("isSidechain") == Some(&Value::Bool(true))
+                || object
+                    .get("parent_tool_use_id")
+                    .is_some_and(Value::is_string);
+            if sub_agent {
                 continue;
             }
             let message = object.remove("message").unwrap_or_default();
@@ -235,6 +241,20 @@ mod tests {
         let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["user", "assistant", "tool"]);
         assert_eq!(read[1]["content"], "Looking.");
+        // Print mode's stream: its init and result rows, and a sub-agent's rows, left out.
+        let stream = r#"{"type": "system", "subtype": "init", "session_id": "s", "tools": ["Task"]}
+{"type": "assistant", "message": {"id": "m1", "role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Task", "input": {"prompt": "find it"}}]}, "parent_tool_use_id": null}
+{"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "find it"}]}, "parent_tool_use_id": "t1"}
+{"type": "assistant", "message": {"id": "m2", "role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "ls"}}]}, "parent_tool_use_id": "t1"}
+{"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "a.rs"}]}, "parent_tool_use_id": "t1"}
+{"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "in a.rs"}]}, "parent_tool_use_id": null}
+{"type": "assistant", "message": {"id": "m3", "role": "assistant", "content": [{"type": "text", "text": "Found."}]}, "parent_tool_use_id": null}
+{"type": "result", "subtype": "success", "result": "Found.", "session_id": "s"}"#;
+        let read = super::read("stream.jsonl", stream).unwrap();
+        let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["assistant", "tool", "assistant"]);
+        assert_eq!(read[1]["tool_call_id"], "t1");
+        assert_eq!(read[1]["content"], "in a.rs");
         // A SWE-agent trajectory's history.
         let traj = r#"{"trajectory": [], "history": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]}"#;
         assert_eq!(super::read("t.traj", traj).unwrap().len(), 2);

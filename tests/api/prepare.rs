@@ -319,9 +319,10 @@ async fn small_episodic_session(backend: Backend) -> (TestApp, String) {
     (app, id)
 }
 
-/// An episodic session whose pinned requests keep the view over its target: an eviction at the
-/// trigger waits until the view no longer fits, and the summary of the fold it declined is
-/// prepared meanwhile, so the fold that comes takes the model's summary without waiting for it.
+/// An episodic session whose requests (one pinned by the client) keep the view over its
+/// target: an eviction at the trigger waits until the view no longer fits, and the summary of
+/// the fold it declined is prepared meanwhile, so the fold that comes takes the model's summary
+/// without waiting for it.
 async fn a_declined_episodic_fold_is_prepared_for(backend: Backend) {
     let (app, id) = small_episodic_session(backend).await;
     let exchange = |n: usize| {
@@ -336,8 +337,9 @@ async fn a_declined_episodic_fold_is_prepared_for(backend: Backend) {
     for n in 0..3 {
         events.extend(exchange(n).as_array().unwrap().iter().cloned());
     }
-    // About 4,000 tokens that stay verbatim, over the 2,700 the target allows.
-    events.push(json!({"type": "message", "role": "user",
+    // About 4,000 tokens that stay verbatim (pinned: not even as head and tail), over the
+    // 2,700 the target allows.
+    events.push(json!({"type": "message", "role": "user", "pinned": true,
         "content": "The spec, pasted in full. ".repeat(615)}));
     events.push(json!({"type": "message", "role": "user", "content": "Go on."}));
     assert!(app.append(&id, json!(events)).await.status.is_success());

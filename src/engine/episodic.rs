@@ -14,8 +14,9 @@
 //!    are shown by reference; its conclusion (the `episode_end`) stays in full;
 //! 3. the oldest conversation is folded into the summary, never into the active items; the
 //!    first user request and the two most recent stay verbatim, but when folding cannot bring
-//!    the view to the target, those of them longer than the tail's cap (the current one aside)
-//!    are shown as their head and tail with their reference, longest first. When that is not
+//!    the view to the target, those of them longer than the tail's cap (not the current one,
+//!    one in the active episode, one the client pinned or one with images) are shown as their
+//!    head and tail with their reference, longest first. When that is not
 //!    enough, the pinned user messages and notes collapse into the summary too, oldest first
 //!    (the first and two most recent requests aside), each named there by its `observation://`
 //!    reference.
@@ -167,21 +168,22 @@ impl<'a> Run<'a> {
             // set for every path of the policy by `Run::start`).
             let valid = candidate.valid_cuts();
             let end = fold_end(&candidate, &active, &valid);
-            let mut at = candidate.fold_cut(end, &valid, tokens, target);
-            // Unless folding cannot reach the target: then those longer than the tail's cap
-            // (but the current one) are shown as their head and tail, longest first, until it
-            // can.
+            let at = candidate.fold_cut(end, &valid, tokens, target);
+            // Unless folding cannot reach the target (the configured one, when forced): then
+            // those longer than the tail's cap, but the current one and those of the active
+            // episode, are shown as their head and tail, longest first, until it can. The fold
+            // still reaches as far (a summary prepared for it stays usable).
+            let goal = target.max(self.share(config.episodic.target));
             let cap = self.bounds.tail_cap;
             let max_chars = (cap * CHARS_PER_TOKEN).max(view::PREVIEW_CHARS as i64) as usize;
-            for seq in long_requests(&candidate, cap) {
+            for seq in long_requests(&candidate, &active, cap) {
                 let folding = candidate.foldable_tokens(at);
-                if tokens - folding + candidate.summary_growth(folding) <= target {
+                if tokens - folding + candidate.summary_growth(folding) <= goal {
                     break;
                 }
                 if let Some((item, freed)) = candidate.excerpt_request(seq, max_chars, id) {
                     offloaded.push(item);
                     tokens -= freed;
-                    at = candidate.fold_cut(end, &valid, tokens, target);
                 }
             }
             // The last resort: pinned user messages and notes collapse too, oldest first.
@@ -336,19 +338,25 @@ fn episode_spans(work: &Working<'_>) -> Vec<Span> {
     spans
 }
 
-/// The requests a fold keeps verbatim (the first and the two most recent) but the current one
-/// (the last user message) that cost more than `cap` tokens, the longest first.
-fn long_requests(work: &Working<'_>, cap: i64) -> Vec<i64> {
+/// The requests a fold keeps verbatim (the first and the two most recent) that cost more than
+/// `cap` tokens, the longest first: not the current one (the last user message), nor one
+/// `active` (inside the active episode), nor one with images.
+fn long_requests(work: &Working<'_>, active: &[bool], cap: i64) -> Vec<i64> {
+    let live = work.live.iter().zip(active).filter(|(_, &a)| !a);
     let requests = || {
         work.kept
             .iter()
-            .chain(&work.live)
+            .chain(work.live.iter())
             .filter(|l| l.event.body.role() == Some(Role::User))
     };
     let current = requests().next_back().map(|l| l.event.seq);
-    let mut long: Vec<(i64, i64)> = requests()
-        .filter(|l| l.tokens > cap && Some(l.event.seq) != current)
-        .filter(|l| work.keep_in_fold.contains(&l.event.seq))
+    let mut long: Vec<(i64, i64)> = work
+        .kept
+        .iter()
+        .chain(live.map(|(l, _)| l))
+        .filter(|l| l.event.body.role() == Some(Role::User) && Some(l.event.seq) != current)
+        .filter(|l| l.tokens > cap && work.keep_in_fold.contains(&l.event.seq))
+        .filter(|l| !view::has_images(l.event))
         .map(|l| (l.tokens, l.event.seq))
         .collect();
     long.sort_unstable_by(|a, b| b.cmp(a));

@@ -105,7 +105,8 @@ pub(super) struct Working<'a> {
     pub(super) error_lines: usize,
     pub(super) checkpoint: i64,
     /// At or before the checkpoint: system prompts and pinned events, in full unless an
-    /// emergency found no other way to fit the window.
+    /// emergency found no other way to fit the window, and the episodic policy's first and
+    /// most recent requests (a long one perhaps as its head and tail).
     pub(super) kept: Vec<Live<'a>>,
     pub(super) live: Vec<Live<'a>>,
     pub(super) summary: Summary,

@@ -194,7 +194,7 @@ on_both_backends! {
         events.push(say("Now fix it."));
         let reply = app.append(&id, Value::Array(events)).await;
         assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
-        let long = 2;
+        let long = reply.body["events"][1]["seq"].as_i64().unwrap();
 
         let out = app.post(&format!("/sessions/{id}/compact"), &json!({"format": "openai"})).await;
         assert_eq!(out.status, StatusCode::OK, "{}", out.body);
@@ -204,11 +204,12 @@ on_both_backends! {
         let shown = messages.iter().filter_map(|m| m["content"].as_str())
             .find(|c| c.starts_with("Here is the log")).expect("the request stays in the view");
         assert!(shown.ends_with("What failed?") && shown.len() < pasted.len() / 3, "{shown}");
-        let at = shown.find("recall observation://2?offset=").expect("its reference") + "recall ".len();
+        let at = shown.find(&format!("recall observation://{long}?offset=")).expect("its reference")
+            + "recall ".len();
         let uri: String = shown[at..].chars().take_while(|c| !matches!(c, ']' | ' ' | '\n')).collect();
         assert!(messages.iter().any(|m| m["content"] == "Now fix it."), "the current request whole");
 
-        let context = app.get(&format!("/sessions/{id}/context?from_seq=2&to_seq=2")).await;
+        let context = app.get(&format!("/sessions/{id}/context?from_seq={long}&to_seq={long}")).await;
         assert_eq!(context.status, StatusCode::OK, "{}", context.body);
         let item = &context.body["items"][0];
         assert_eq!((item["reason"].as_str(), item["projection"].as_str(), item["state"].as_str()),

@@ -207,38 +207,47 @@ async fn unannotated_history_folds_the_oldest_and_keeps_the_first_request() {
     assert_eq!(standing.reason, Reason::ArchivedToolExchange);
 }
 
+/// A log of `lines` lines pasted by the user; about 6 tokens a line.
+fn pasted(lines: usize) -> String {
+    format!(
+        "Here is the log of the last run:\n{}What failed?",
+        "a line of the build log\n".repeat(lines)
+    )
+}
+
 /// A request the fold keeps verbatim but the current one, longer than the tail's cap (a pasted
 /// log, a harness's summary of an earlier conversation), is shown as its head and tail with its
-/// reference when folding the conversation cannot bring the view to the target; the first and
-/// the current requests stay whole, and the next compaction keeps it so. One that folding can
-/// make room beside stays whole.
+/// reference when folding the conversation cannot bring the view to the target (the fold goes
+/// as far as it would have); the first and the current requests stay whole, and the next
+/// compaction shows it the same. One that folding can make room beside stays whole.
 #[tokio::test]
 async fn a_long_earlier_request_is_shown_as_head_and_tail_when_folding_cannot_make_room() {
     let cfg = config(8_000);
-    // The room is 7,000 tokens, the target 2,800, the tail's cap 700 (4 characters a token).
-    let session = |log_lines: usize, exchanges: usize| {
+    // Records count the reserved output (1,000): the trigger is at 6,400, the target at 3,200
+    // (2,200 of messages), the tail's cap 700 tokens (4 characters a token).
+    let session = |lines: usize, exchanges: usize| {
         let mut log = Log::default();
         log.system("sys");
         let first = log.user("Port the parser to the new grammar.");
-        let pasted = format!(
-            "Here is the log of the last run:\n{}What failed?",
-            "a line of the build log\n".repeat(log_lines)
-        );
-        let long = log.user(&pasted);
+        let long = log.user(&pasted(lines));
         for i in 0..exchanges {
             log.assistant(&format!("Looking at step {i}. {}", "notes ".repeat(40)));
             exchange(&mut log, &format!("c{i}"), "read", 1_600);
         }
         let current = log.user("Now fix it.");
-        (log, [first, long, current], pasted.len())
+        (log, [first, long, current])
     };
 
     // 3,000 tokens: more than the target alone.
-    let (mut log, [first, long, current], pasted_chars) = session(500, 6);
+    let (mut log, [first, long, current]) = session(500, 6);
     let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
         .await
         .unwrap();
-    assert!(out.record.tokens_before >= (0.80 * 7_000.0) as i64);
+    assert!(
+        out.record.tokens_before >= 6_400,
+        "{}",
+        out.record.tokens_before
+    );
     let (shown_as, content) = shown(&out, long).expect("the long request is in the view");
     assert_eq!(shown_as, Projection::Preview, "{content}");
     assert!(
@@ -251,7 +260,7 @@ async fn a_long_earlier_request_is_shown_as_head_and_tail_when_folding_cannot_ma
         "{content}"
     );
     assert!(
-        content.len() < pasted_chars / 3,
+        content.len() < pasted(500).len() / 3,
         "{} characters",
         content.len()
     );
@@ -259,37 +268,89 @@ async fn a_long_earlier_request_is_shown_as_head_and_tail_when_folding_cannot_ma
         out.state.reduced.get(&long).map(|r| r.reason),
         Some(Reason::OffloadedLargeRequest)
     );
+    // The conversation before it folds too: the request stays in the view past the
+    // checkpoint, as its head and tail, and the record says so.
+    assert!(!out.record.summarized_seqs.is_empty(), "folded");
+    assert!(out.state.checkpoint_seq > long);
     for seq in [first, current] {
         assert_eq!(projection(&out, seq), Some(Projection::Full), "seq {seq}");
     }
-    assert!(
-        out.record.summarized_seqs.is_empty(),
-        "room made without folding"
-    );
     assert!(out.record.offloaded.iter().any(|o| o.seq == long));
-    assert!(out.record.tokens_after <= (0.40 * 7_000.0) as i64);
+    assert!(
+        out.record.tokens_after <= 3_200,
+        "{}",
+        out.record.tokens_after
+    );
 
     let answer = log.assistant("Fixed.");
-    let out = run(&cfg, &out.state, &log, 0, Mode::Force, 0)
+    let again = run(&cfg, &out.state, &log, 0, Mode::Force, 0)
         .await
         .unwrap();
-    assert_eq!(projection(&out, long), Some(Projection::Preview));
-    assert_eq!(projection(&out, answer), Some(Projection::Full));
+    assert_eq!(shown(&again, long), Some((Projection::Preview, content)));
+    assert_eq!(projection(&again, answer), Some(Projection::Full));
 
-    // Forced, the conversation folds too; the request stays in the view past the checkpoint,
-    // as its head and tail, and the record says so.
-    let (log, [_, long, _], _) = session(500, 6);
-    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Force, 0)
+    // 1,500 tokens, over the tail's cap, but folding the conversation makes room beside it.
+    let (log, [_, long, _]) = session(250, 10);
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
         .await
         .unwrap();
     assert!(!out.record.summarized_seqs.is_empty(), "folded");
-    assert!(out.state.checkpoint_seq > long);
-    assert_eq!(projection(&out, long), Some(Projection::Preview));
-    assert!(out.record.offloaded.iter().any(|o| o.seq == long));
+    assert_eq!(projection(&out, long), Some(Projection::Full));
+}
 
-    // 1,500 tokens, over the tail's cap, but folding the conversation makes room beside it.
-    let (log, [_, long, _], _) = session(250, 10);
+/// What a long request is not cut for: being the current one, being inside the active
+/// episode, or a forced compaction of a view the configured target has room in.
+#[tokio::test]
+async fn a_long_request_stays_whole_while_current_or_active_or_when_there_is_room() {
+    let cfg = config(8_000);
+    // The current request: the agent is still working on it.
+    let mut log = Log::default();
+    log.user("Port the parser to the new grammar.");
+    for i in 0..6 {
+        exchange(&mut log, &format!("c{i}"), "read", 1_600);
+    }
+    let current = log.user(&pasted(500));
+    exchange(&mut log, "d", "read", 1_600);
     let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert!(
+        out.record.tokens_before >= 6_400,
+        "{}",
+        out.record.tokens_before
+    );
+    assert_eq!(projection(&out, current), Some(Projection::Full));
+
+    // Inside the active episode, though a later request is the current one.
+    let mut log = Log::default();
+    log.user("Port the parser to the new grammar.");
+    start(&mut log, "port", "exploration", &[]);
+    let long = log.user(&pasted(500));
+    for i in 0..6 {
+        exchange(&mut log, &format!("c{i}"), "read", 1_600);
+    }
+    log.user("Now fix it.");
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert!(
+        out.record.tokens_before >= 6_400,
+        "{}",
+        out.record.tokens_before
+    );
+    assert_eq!(projection(&out, long), Some(Projection::Full));
+
+    // Forced in a larger window (the target 12,800, the tail's cap 3,100 tokens): folding
+    // reaches the configured target, so the request of 4,200 tokens stays.
+    let cfg = config(32_000);
+    let mut log = Log::default();
+    log.user("Port the parser to the new grammar.");
+    let long = log.user(&pasted(700));
+    for i in 0..6 {
+        exchange(&mut log, &format!("c{i}"), "read", 1_600);
+    }
+    log.user("Now fix it.");
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Force, 0)
         .await
         .unwrap();
     assert!(!out.record.summarized_seqs.is_empty(), "folded");

@@ -298,8 +298,12 @@ async fn a_long_earlier_request_is_shown_as_head_and_tail_when_folding_cannot_ma
     assert_eq!(projection(&out, long), Some(Projection::Full));
 }
 
+/// A PNG of one pixel, in base64.
+const PIXEL: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+
 /// What a long request is not cut for: being the current one, being inside the active
-/// episode, or a forced compaction of a view the configured target has room in.
+/// episode, carrying an image, or a forced compaction of a view the configured target has room
+/// in.
 #[tokio::test]
 async fn a_long_request_stays_whole_while_current_or_active_or_when_there_is_room() {
     let cfg = config(8_000);
@@ -326,6 +330,26 @@ async fn a_long_request_stays_whole_while_current_or_active_or_when_there_is_roo
     log.user("Port the parser to the new grammar.");
     start(&mut log, "port", "exploration", &[]);
     let long = log.user(&pasted(500));
+    for i in 0..6 {
+        exchange(&mut log, &format!("c{i}"), "read", 1_600);
+    }
+    log.user("Now fix it.");
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert!(
+        out.record.tokens_before >= 6_400,
+        "{}",
+        out.record.tokens_before
+    );
+    assert_eq!(projection(&out, long), Some(Projection::Full));
+
+    // With an image, which its head and tail would not show.
+    let mut log = Log::default();
+    log.user("Port the parser to the new grammar.");
+    let long = log.push(json!({"type": "message", "role": "user", "content": [
+        {"type": "text", "text": pasted(500)},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXEL}}]}));
     for i in 0..6 {
         exchange(&mut log, &format!("c{i}"), "read", 1_600);
     }

@@ -31,14 +31,14 @@ const PLACES_CHARS: usize = 240;
 const CONSTRAINT_CHARS: usize = 200;
 const FINDING_CHARS: usize = 200;
 /// The most error lines named for a failed tool run, besides the one that says what failed, and
-/// for a run that did not fail, in a summary of `max_chars`: one per 1,000 characters, at least
-/// 3 and 2 (8 in a 16K window's summary, 32 at 128K). A compiler run may print dozens of
+/// for a run that did not fail, in a summary of `max_chars`: one per 800 characters, at least
+/// 3 and 2 (10 in a 16K window's summary, 40 at 128K). A compiler run may print dozens of
 /// distinct diagnostics, and a run that did not fail names as many: an agent that pipes a build
 /// through `head` or `grep` loses its exit status, and the errors it printed are the same facts.
 fn error_lines(max_chars: usize) -> ErrorLines {
     ErrorLines {
-        failed: (max_chars / 1_000).max(3),
-        ok: (max_chars / 1_000).max(2),
+        failed: (max_chars / 800).max(3),
+        ok: (max_chars / 800).max(2),
     }
 }
 

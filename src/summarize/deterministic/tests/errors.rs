@@ -63,7 +63,7 @@ fn a_failed_build_is_listed_by_its_error_not_its_progress() {
 /// few, a larger one more of them, each as it read.
 #[test]
 fn a_larger_summary_names_more_error_lines_of_a_failed_run() {
-    let output: String = (1..=40)
+    let output: String = (1..=60)
         .map(|i| format!("src/unified.c:{i}:12: error: no member named 'field{i}'\n"))
         .collect();
     let events = [
@@ -74,17 +74,17 @@ fn a_larger_summary_names_more_error_lines_of_a_failed_run() {
     let named = |max_chars: usize| {
         let out = run(&Summary::default(), &events, max_chars);
         assert!(out.summary.text.chars().count() <= max_chars);
-        (1..=40)
+        (1..=60)
             .filter(|i| {
                 let line = format!("src/unified.c:{i}:12: error: no member named 'field{i}'");
                 out.summary.text.contains(&line)
             })
             .count()
     };
-    // The line that says what failed and three more; then one more a thousand characters.
+    // The line that says what failed and three more; then one more each 800 characters.
     assert_eq!(named(2_000), 4);
-    assert_eq!(named(12_800), 13);
-    assert_eq!(named(32_000), 33);
+    assert_eq!(named(12_800), 17);
+    assert_eq!(named(32_000), 41);
 }
 
 /// A build piped through `head` reads as succeeded (its exit status is the pipe's): it names as
@@ -108,9 +108,9 @@ fn a_build_that_lost_its_exit_status_names_as_many_errors_as_a_failed_one() {
             })
             .count()
     };
-    assert_eq!(named(true), 13);
+    assert_eq!(named(true), 17);
     // The line that says what failed is not set apart: one fewer.
-    assert_eq!(named(false), 12);
+    assert_eq!(named(false), 16);
 }
 
 /// A test run `n` times that fails the same way each time, from seq `from`, with a distinct

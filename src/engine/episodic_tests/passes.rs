@@ -326,59 +326,56 @@ async fn a_long_request_stays_whole_while_current_or_active_or_when_there_is_roo
     assert_eq!(projection(&out, current), Some(Projection::Full));
 
     // Inside the active episode, though a later request is the current one.
-    let mut log = Log::default();
-    log.user("Port the parser to the new grammar.");
-    start(&mut log, "port", "exploration", &[]);
-    let long = log.user(&pasted(500));
-    for i in 0..6 {
-        exchange(&mut log, &format!("c{i}"), "read", 1_600);
-    }
-    log.user("Now fix it.");
-    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
-        .await
-        .unwrap();
-    assert!(
-        out.record.tokens_before >= 6_400,
-        "{}",
-        out.record.tokens_before
-    );
-    assert_eq!(projection(&out, long), Some(Projection::Full));
+    let in_episode = long_request_shown(&cfg, Mode::Auto, |log| {
+        start(log, "port", "exploration", &[]);
+        log.user(&pasted(500))
+    });
+    assert_eq!(in_episode.await, Some(Projection::Full));
 
     // With an image, which its head and tail would not show.
-    let mut log = Log::default();
-    log.user("Port the parser to the new grammar.");
-    let long = log.push(json!({"type": "message", "role": "user", "content": [
-        {"type": "text", "text": pasted(500)},
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXEL}}]}));
-    for i in 0..6 {
-        exchange(&mut log, &format!("c{i}"), "read", 1_600);
-    }
-    log.user("Now fix it.");
-    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
-        .await
-        .unwrap();
-    assert!(
-        out.record.tokens_before >= 6_400,
-        "{}",
-        out.record.tokens_before
-    );
-    assert_eq!(projection(&out, long), Some(Projection::Full));
+    let with_image = long_request_shown(&cfg, Mode::Auto, |log| {
+        log.push(json!({"type": "message", "role": "user", "content": [
+            {"type": "text", "text": pasted(500)},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                "data": PIXEL}}]}))
+    });
+    assert_eq!(with_image.await, Some(Projection::Full));
 
     // Forced in a larger window (the target 12,800, the tail's cap 3,100 tokens): folding
     // reaches the configured target, so the request of 4,200 tokens stays.
-    let cfg = config(32_000);
+    let larger = config(32_000);
+    let forced = long_request_shown(&larger, Mode::Force, |log| log.user(&pasted(700)));
+    assert_eq!(forced.await, Some(Projection::Full));
+}
+
+/// How the long request `add` appends is shown after a compaction in `mode`, in a session of a
+/// short first request, that request, six reads of 1,600 characters and a short current
+/// request. The compaction is at the trigger, or forced and folding.
+async fn long_request_shown(
+    cfg: &SessionConfig,
+    mode: Mode,
+    add: impl FnOnce(&mut Log) -> i64,
+) -> Option<Projection> {
     let mut log = Log::default();
     log.user("Port the parser to the new grammar.");
-    let long = log.user(&pasted(700));
+    let long = add(&mut log);
     for i in 0..6 {
         exchange(&mut log, &format!("c{i}"), "read", 1_600);
     }
     log.user("Now fix it.");
-    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Force, 0)
+    let out = run(cfg, &CompactionState::default(), &log, 0, mode, 0)
         .await
         .unwrap();
-    assert!(!out.record.summarized_seqs.is_empty(), "folded");
-    assert_eq!(projection(&out, long), Some(Projection::Full));
+    let trigger = (cfg.episodic.trigger * f64::from(cfg.context_window)) as i64;
+    match mode {
+        Mode::Auto => assert!(
+            out.record.tokens_before >= trigger,
+            "{}",
+            out.record.tokens_before
+        ),
+        _ => assert!(!out.record.summarized_seqs.is_empty(), "folded"),
+    }
+    projection(&out, long)
 }
 
 /// Pass 3's last resort: when folding the unpinned conversation cannot reach the target,

@@ -149,7 +149,8 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub json: bool,
     /// Also measure plain baselines on the same history: no compaction, sliding truncation,
-    /// chunked truncation and observation masking.
+    /// chunked truncation and observation masking; and pool the sessions that outgrow the
+    /// window against them (cost over chunked truncation's, prefix stability, facts kept).
     #[arg(long)]
     pub compare: bool,
     /// Leave the replayed sessions on the server (with `--server`) to inspect their items and

@@ -140,6 +140,7 @@ pub async fn run(options: &Options) -> Result<Report, String> {
         .iter()
         .map(|(name, sessions)| (name.clone(), total(sessions)))
         .collect();
+    report.outgrowing = report::Outgrowing::pool(&report.sessions, &baselines);
     report.baseline_sessions = baselines;
     Ok(report)
 }

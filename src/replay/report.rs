@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::baselines::Baseline;
 use super::chart;
 use super::facts::Kept;
 
@@ -105,6 +106,111 @@ pub struct Report {
     /// With `compare`: each baseline's report of each session, in the order of `sessions`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub baseline_sessions: BTreeMap<String, Vec<SessionReport>>,
+    /// With `compare`: the figures pooled over the sessions that outgrow the window, against
+    /// the baselines; absent when none does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outgrowing: Option<Outgrowing>,
+}
+
+/// The sessions whose whole history outgrows the window (without compaction a view goes over
+/// the budget), pooled: the only ones on which a policy can differ from sending everything, so
+/// the ones its cost, prefix stability and facts kept are judged on.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Outgrowing {
+    /// How many of the sessions replayed outgrow the window, and their names.
+    pub sessions: usize,
+    pub names: Vec<String>,
+    /// Their effective input cost (prompt caching priced) over chunked truncation's.
+    pub cost_vs_chunked: f64,
+    /// Their prefix stability, turn-weighted, and chunked truncation's.
+    pub prefix_stability: f64,
+    pub chunked_prefix_stability: f64,
+    /// The share of their facts the last views hold, pooled (kept facts over all facts).
+    pub facts_kept_end: f64,
+    /// The same for the truncation baseline that keeps the most (sliding or chunked), its
+    /// name, and how far ahead the policy is.
+    pub best_truncation: String,
+    pub best_truncation_facts: f64,
+    pub facts_margin: f64,
+    /// Compactions that acted, and how many of them were emergencies.
+    pub compactions: usize,
+    pub emergencies: usize,
+    /// Must be 0: views over budget, invalid views, unexplained items and failed requests.
+    pub failures: usize,
+}
+
+impl Outgrowing {
+    /// Pools `sessions` (ctxd's reports) that outgrow the window, judged by the no-compaction
+    /// baseline among `baselines` (each baseline's reports in the same order); `None` without
+    /// the baselines or when no session outgrows the window.
+    pub fn pool(
+        sessions: &[SessionReport],
+        baselines: &BTreeMap<String, Vec<SessionReport>>,
+    ) -> Option<Self> {
+        let whole = baselines.get(Baseline::NoCompaction.name())?;
+        let chunked = baselines.get(Baseline::Chunked.name())?;
+        let outgrow: Vec<usize> = (0..sessions.len())
+            .filter(|&i| whole.get(i).is_some_and(|b| b.over_budget > 0))
+            .collect();
+        if outgrow.is_empty() {
+            return None;
+        }
+        let pick = |reports: &[SessionReport]| -> Vec<SessionReport> {
+            outgrow
+                .iter()
+                .filter_map(|&i| reports.get(i).cloned())
+                .collect()
+        };
+        let ours = total(&pick(sessions));
+        let chunked = total(&pick(chunked));
+        let (best_truncation, best) = [Baseline::Sliding, Baseline::Chunked]
+            .into_iter()
+            .filter_map(|b| baselines.get(b.name()).map(|r| (b.name(), total(&pick(r)))))
+            .max_by(|a, b| a.1.facts_kept_end.total_cmp(&b.1.facts_kept_end))?;
+        let compactions = ours
+            .compactions
+            .iter()
+            .filter(|(tier, _)| tier.as_str() != "none")
+            .map(|(_, n)| n)
+            .sum();
+        Some(Outgrowing {
+            sessions: outgrow.len(),
+            names: outgrow
+                .iter()
+                .map(|&i| sessions[i].session.clone())
+                .collect(),
+            cost_vs_chunked: ours.effective_input_cost / chunked.effective_input_cost.max(1.0),
+            prefix_stability: ours.prefix_stability,
+            chunked_prefix_stability: chunked.prefix_stability,
+            facts_kept_end: ours.facts_kept_end,
+            best_truncation: best_truncation.to_owned(),
+            best_truncation_facts: best.facts_kept_end,
+            facts_margin: ours.facts_kept_end - best.facts_kept_end,
+            compactions,
+            emergencies: ours.compactions.get("emergency").copied().unwrap_or(0),
+            failures: ours.failures(),
+        })
+    }
+
+    /// One paragraph for the table.
+    fn describe(&self, of: usize) -> String {
+        format!(
+            "{} of {of} sessions outgrow the window; over them: cost {:.3}x chunked truncation's, \
+             prefix stability {:.3} (chunked {:.3}), facts kept at the end {:.3} \
+             ({} {:.3}, {:+.3}), emergencies {} of {} compactions, failures {}\n",
+            self.sessions,
+            self.cost_vs_chunked,
+            self.prefix_stability,
+            self.chunked_prefix_stability,
+            self.facts_kept_end,
+            self.best_truncation,
+            self.best_truncation_facts,
+            self.facts_margin,
+            self.emergencies,
+            self.compactions,
+            self.failures,
+        )
+    }
 }
 
 impl Report {
@@ -161,6 +267,13 @@ impl Report {
                 r.compaction_ms_p99,
                 r.failures()
             ));
+        }
+        match &self.outgrowing {
+            Some(outgrowing) => out.push_str(&outgrowing.describe(self.sessions.len())),
+            None if !self.baselines.is_empty() => {
+                out.push_str("no session outgrows the window: every policy sends it all\n")
+            }
+            None => {}
         }
         out.push_str(&format!(
             "policy {}, views measured as {}; provider check: {}\n",

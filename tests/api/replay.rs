@@ -155,6 +155,83 @@ fn replay_compares_the_plain_baselines() {
     assert!(stability("chunked_truncation") > stability("sliding_truncation"));
 }
 
+/// With --compare, the figures a policy is judged on are pooled over the sessions that outgrow
+/// the window (those the no-compaction baseline sends over budget) and set against the
+/// baselines over the same sessions; a session that fits is left out of them.
+#[test]
+fn replay_pools_the_sessions_that_outgrow_the_window() {
+    let (ok, report) = replay("6000", &["--compare"]);
+    assert!(ok, "{report}");
+    let of = |baseline: &str| {
+        report["baseline_sessions"][baseline]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let sessions = report["sessions"].as_array().unwrap();
+    let outgrow: Vec<usize> = (0..sessions.len())
+        .filter(|&i| of("no_compaction")[i]["over_budget"].as_u64().unwrap() > 0)
+        .collect();
+    assert!(
+        !outgrow.is_empty() && outgrow.len() < sessions.len(),
+        "the set mixes sessions that fit the window and sessions that do not"
+    );
+    let pooled = &report["outgrowing"];
+    assert_eq!(pooled["sessions"], outgrow.len(), "{pooled}");
+    let names: Vec<&Value> = outgrow.iter().map(|&i| &sessions[i]["session"]).collect();
+    assert_eq!(
+        pooled["names"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .collect::<Vec<_>>(),
+        names
+    );
+    let sum = |reports: &[Value], field: &str| -> f64 {
+        outgrow
+            .iter()
+            .map(|&i| reports[i][field].as_f64().unwrap())
+            .sum()
+    };
+    let cost = sum(sessions, "effective_input_cost")
+        / sum(&of("chunked_truncation"), "effective_input_cost");
+    let close = |a: &Value, b: f64| (a.as_f64().unwrap() - b).abs() < 1e-9;
+    assert!(
+        close(&pooled["cost_vs_chunked"], cost),
+        "{pooled} vs {cost}"
+    );
+    // Facts pooled as kept over all, by kind, over the same sessions.
+    let facts = |reports: &[Value]| -> f64 {
+        let (mut kept, mut all) = (0, 0);
+        for &i in &outgrow {
+            for pair in reports[i]["facts_end"].as_object().unwrap().values() {
+                kept += pair[0].as_u64().unwrap();
+                all += pair[1].as_u64().unwrap();
+            }
+        }
+        kept as f64 / all as f64
+    };
+    let ours = facts(sessions);
+    let best = facts(&of("sliding_truncation")).max(facts(&of("chunked_truncation")));
+    assert!(close(&pooled["facts_kept_end"], ours), "{pooled} vs {ours}");
+    assert!(
+        close(&pooled["best_truncation_facts"], best),
+        "{pooled} vs {best}"
+    );
+    assert!(close(&pooled["facts_margin"], ours - best), "{pooled}");
+    assert_eq!(pooled["failures"], 0, "{pooled}");
+    assert!(pooled["compactions"].as_u64().unwrap() > 0, "{pooled}");
+
+    // In a window every session fits, none outgrows it and there is nothing to pool.
+    let (ok, report) = replay("1000000", &["--compare"]);
+    assert!(ok, "{report}");
+    assert!(
+        report.get("outgrowing").is_none(),
+        "{}",
+        report["outgrowing"]
+    );
+}
+
 /// How many sessions `app` holds.
 async fn sessions(app: &crate::support::TestApp) -> usize {
     app.get("/sessions").await.body["sessions"]

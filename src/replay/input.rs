@@ -2,8 +2,10 @@
 //! development corpus's chat log (one `{role, content, tool_calls: [{id, name, arguments}],
 //! tool_call_id}` a line), OpenAI chat message lists, Anthropic message lists (content blocks,
 //! tool_use and tool_result), Claude Code session logs and print mode's `stream-json` output
-//! (one row a line, a message's streamed rows merged, a sub-agent's rows left out), SWE-agent `.traj` files (their `history`), or ctxd's own event objects (their
-//! messages). A file is a JSON array or object, or one JSON object a line.
+//! (one row a line, a message's streamed rows merged, a sub-agent's rows left out of its
+//! parent's log and a sub-agent's own log read whole), SWE-agent `.traj` files (their
+//! `history`), or ctxd's own event objects (their messages). A file is a JSON array or object,
+//! or one JSON object a line.
 
 use serde_json::{json, Map, Value};
 
@@ -46,9 +48,17 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
             })
             .collect::<Result<_, _>>()?
     };
+    // A sub-agent's rows are left out of its parent's log; a sub-agent's own log (every row
+    // a sub-agent's) is read as the session it is.
+    let parent = items
+        .iter()
+        .any(|item| claude_code_row(item) && !sub_agent_row(item));
     let mut messages = Vec::with_capacity(items.len());
     let mut claude_code: Option<(String, Value)> = None;
     for (i, item) in items.into_iter().enumerate() {
+        if parent && claude_code_row(&item) && sub_agent_row(&item) {
+            continue;
+        }
         let Value::Object(mut object) = item else {
             return Err(format!("{name}: item {i} is not an object"));
         };
@@ -57,15 +67,6 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
             object.get("type").and_then(Value::as_str),
             object.get("message"),
         ) {
-            // A sub-agent's rows: a sidechain of a session log, or in print mode's stream
-            // (`claude -p --output-format stream-json`) those of the task call they answer.
-            let sub_agent = object.get("isSidechain") == Some(&Value::Bool(true))
-                || object
-                    .get("parent_tool_use_id")
-                    .is_some_and(Value::is_string);
-            if sub_agent {
-                continue;
-            }
             let message = object.remove("message").unwrap_or_default();
             let id = message["id"].as_str().unwrap_or_default().to_owned();
             match &mut claude_code {
@@ -107,6 +108,17 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
         return Err(format!("{name}: no messages"));
     }
     Ok(messages)
+}
+
+/// A Claude Code row: a user's or assistant's message (session logs and print mode's stream).
+fn claude_code_row(item: &Value) -> bool {
+    matches!(item["type"].as_str(), Some("user" | "assistant")) && item["message"].is_object()
+}
+
+/// A sub-agent's row: a sidechain of a session log, or in print mode's stream
+/// (`claude -p --output-format stream-json`) one of the task call it answers.
+fn sub_agent_row(item: &Value) -> bool {
+    item["isSidechain"] == Value::Bool(true) || item["parent_tool_use_id"].is_string()
 }
 
 /// Content as a list of blocks: a string becomes one text block.
@@ -241,6 +253,14 @@ mod tests {
         let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["user", "assistant", "tool"]);
         assert_eq!(read[1]["content"], "Looking.");
+        // A sub-agent's own log (every row a sidechain) is the session it is.
+        let sub_agent = r#"{"type": "user", "isSidechain": true, "agentId": "a1", "message": {"role": "user", "content": "explore"}}
+{"type": "assistant", "isSidechain": true, "agentId": "a1", "message": {"id": "m1", "role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Grep", "input": {"pattern": "x"}}]}}
+{"type": "user", "isSidechain": true, "agentId": "a1", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.ex:3"}]}}"#;
+        let read = super::read("agent-a1.jsonl", sub_agent).unwrap();
+        let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool"]);
+        assert_eq!(read[2]["content"], "a.ex:3");
         // Print mode's stream: its init and result rows, and a sub-agent's rows, left out.
         let stream = r#"{"type": "system", "subtype": "init", "session_id": "s", "tools": ["Task"]}
 {"type": "assistant", "message": {"id": "m1", "role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Task", "input": {"prompt": "find it"}}]}, "parent_tool_use_id": null}

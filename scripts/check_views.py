@@ -9,7 +9,8 @@ of the official `openai` SDK, a Responses view's input as its `ResponseInputPara
 Anthropic view as `MessageCreateParamsNonStreaming` of the official `anthropic` SDK (with a
 model and max_tokens added) and each of its content blocks as a `ContentBlockParam` (the
 message type also takes the SDK's response models, which let unknown keys through), all
-strictly: a field the type does not know is an error. Exit status 0 when every view passes; 1
+strictly: a field the type does not know is an error. A call id used twice in one Anthropic or
+Responses request is refused too, as those APIs do. Exit status 0 when every view passes; 1
 and one line per failure otherwise.
 
 With --stream (how `ctxd replay` runs it, one process for a whole replay), it prints `ready`
@@ -80,14 +81,32 @@ def check(entry):
         if set(view) != {"input"}:
             raise ValueError(f"a Responses view has only `input`, not {sorted(view)}")
         consume(RESPONSES.validate_python(view["input"]))
+        once_a_request(item.get("call_id") for item in view["input"] if item.get("type") == "function_call")
     elif entry["format"] == "anthropic":
         consume(ANTHROPIC.validate_python({"model": "claude-sonnet-4-5", "max_tokens": 1024, **view}))
         for message in view["messages"]:
             if isinstance(message["content"], list):
                 for block in message["content"]:
                     consume(ANTHROPIC_BLOCK.validate_python(block))
+        once_a_request(
+            block.get("id")
+            for message in view["messages"]
+            if isinstance(message["content"], list)
+            for block in message["content"]
+            if block.get("type") == "tool_use"
+        )
     else:
         raise ValueError(f"unknown format {entry['format']!r}")
+
+
+def once_a_request(ids):
+    """A rule of the APIs that their types cannot say: a call id once a request (Anthropic
+    answers 400 "`tool_use` ids must be unique"; Responses pairs outputs by `call_id`)."""
+    seen = set()
+    for call_id in ids:
+        if call_id in seen:
+            raise ValueError(f"call id {call_id!r} is used twice in one request")
+        seen.add(call_id)
 
 
 def main(paths):

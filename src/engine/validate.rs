@@ -2,7 +2,7 @@
 //! JSON exactly as it would be sent. They take any JSON and never panic; an error names the
 //! message (`messages[i]`) and the rule it breaks.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -119,7 +119,7 @@ fn validate_openai_turn(messages: &[Value], i: usize, message: &Value) -> Result
 
 /// Checks an Anthropic Messages request: a string `system`; a non-empty list of messages that
 /// starts with the user and strictly alternates; non-empty arrays of known content blocks with
-/// no blank text; every `tool_use` answered exactly once by a `tool_result` in the next (user)
+/// no blank text; `tool_use` ids unique in the request; every `tool_use` answered exactly once by a `tool_result` in the next (user)
 /// message, every `tool_result` answering a `tool_use` of the previous message, and
 /// `tool_result` blocks ahead of any other block of their message.
 pub fn validate_anthropic(request: &Value) -> Result<(), String> {
@@ -138,8 +138,10 @@ pub fn validate_anthropic(request: &Value) -> Result<(), String> {
         return Err("`messages` must not be empty".into());
     }
 
-    // The tool_use ids of the previous message, which the current one must answer.
+    // The tool_use ids of the previous message, which the current one must answer, and every
+    // one so far with its message: Anthropic takes an id once a request.
     let mut open_uses: Vec<&str> = Vec::new();
+    let mut used: HashMap<&str, usize> = HashMap::new();
     let mut previous_role = None;
     for (i, message) in messages.iter().enumerate() {
         let role = role_of(message, i)?;
@@ -157,6 +159,14 @@ pub fn validate_anthropic(request: &Value) -> Result<(), String> {
             ));
         }
         let blocks = Blocks::of(message, i, role)?;
+        for id in &blocks.uses {
+            if let Some(first) = used.insert(id, i) {
+                return Err(format!(
+                    "messages[{i}]: tool_use ids must be unique, and {id:?} is also used in \
+                     messages[{first}]"
+                ));
+            }
+        }
         if let Some(id) = blocks.results.iter().find(|id| !open_uses.contains(id)) {
             return Err(format!(
                 "messages[{i}]: tool_result {id:?} answers no tool_use of the previous message"
@@ -624,8 +634,8 @@ mod tests {
                 json!({"type": "tool_result", "tool_use_id": "c1", "content": "no", "is_error": true}),
                 text("hurry"),
             ]),
-            assistant(vec![tool_use("c1")]),
-            user(vec![json!({"type": "tool_result", "tool_use_id": "c1"})]),
+            assistant(vec![tool_use("c3")]),
+            user(vec![json!({"type": "tool_result", "tool_use_id": "c3"})]),
         ]);
         assert_eq!(validate_anthropic(&request), Ok(()));
     }
@@ -714,6 +724,16 @@ mod tests {
                     assistant(vec![tool_use("c1"), tool_use("c1")]),
                 ]),
                 "messages[1].content[1]: duplicate tool_use id",
+            ),
+            (
+                anthropic(vec![
+                    go.clone(),
+                    assistant(vec![tool_use("c1")]),
+                    user(vec![tool_result("c1")]),
+                    assistant(vec![tool_use("c1")]),
+                    user(vec![tool_result("c1")]),
+                ]),
+                "messages[3]: tool_use ids must be unique, and \"c1\" is also used in messages[1]",
             ),
             (
                 anthropic(vec![user(vec![tool_use("c1")])]),

@@ -51,9 +51,11 @@ fn message(role: &str, content: &str) -> Value {
 }
 
 /// One agent turn with whatever real traffic has: parallel calls answered out of order, a
-/// result with no output, a failure with and without text, a large result to offload.
+/// result with no output, a failure with and without text, a large result to offload, a call
+/// id reused from the turn before.
 fn turn(n: usize) -> Vec<Value> {
-    let (a, b, c) = (format!("a{n}"), format!("b{n}"), format!("c{n}"));
+    // The build's call id is the same every turn, as some clients number calls per turn.
+    let (a, b, c) = (format!("a{n}"), "build".to_owned(), format!("c{n}"));
     vec![
         json!({"type": "message", "role": "user", "name": "dev lead", "content": format!("step {n}: build and test")}),
         json!({"type": "message", "role": "assistant", "content": if n % 2 == 0 { "" } else { "Running both." },
@@ -186,6 +188,18 @@ fn the_sdk_check_refuses_what_the_providers_refuse() {
         json!({"format": "openai_responses", "view": {"input": [{"type": "reasoning", "id": "rs"}]}}),
         json!({"format": "openai_responses", "view": {"input": [
             {"role": "tool", "tool_call_id": "c", "content": "x"}]}}),
+        // A call id used twice in one request.
+        json!({"format": "openai_responses", "view": {"input": [
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "ok"},
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "ok"}]}}),
+        json!({"format": "anthropic", "view": {"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c", "content": "ok"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c", "content": "ok"}]}]}}),
     ];
     for view in broken {
         let report = check_with_the_sdks(std::slice::from_ref(&view));

@@ -13,7 +13,7 @@ use serde::ser::{Error as _, SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use super::{rendered, Format, Keyed, PartKey, Rendered};
+use super::{as_sent, rendered, Format, Keyed, PartKey, Rendered};
 use crate::domain::compaction::ViewMessage;
 
 /// The JSON of the parts of one session's view, by what each is made from.
@@ -70,7 +70,8 @@ impl<'v, 'a> ReusingView<'v, 'a> {
 impl Serialize for ReusingView<'_, '_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let (format, fragments) = (self.format, &self.fragments);
-        match rendered(self.format, self.messages) {
+        let messages = as_sent(format, self.messages);
+        match rendered(format, &messages) {
             Rendered::Openai(request) => {
                 let mut map = serializer.serialize_map(Some(1))?;
                 map.serialize_entry("messages", &Parts(format, &request.messages, fragments))?;

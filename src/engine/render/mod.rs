@@ -13,6 +13,9 @@
 //! Input outside the engine's contract still renders as a valid request: a call with no result
 //! gets a placeholder error result, and a result that answers no earlier call becomes user text.
 
+use std::borrow::Cow;
+
+use foldhash::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -89,8 +92,9 @@ pub enum Rendered<'a> {
     Raw(RawRequest<'a>),
 }
 
-/// Renders `messages` in `format`, ready to serialise.
-pub fn rendered<'a>(format: Format, messages: &'a [ViewMessage<'a>]) -> Rendered<'a> {
+/// Renders `messages` in `format`, ready to serialise; for a provider, `messages` must have
+/// been through [`as_sent`].
+fn rendered<'a>(format: Format, messages: &'a [ViewMessage<'a>]) -> Rendered<'a> {
     match format {
         Format::Openai => Rendered::Openai(openai(messages)),
         Format::OpenaiResponses => Rendered::OpenaiResponses(responses(messages)),
@@ -101,22 +105,80 @@ pub fn rendered<'a>(format: Format, messages: &'a [ViewMessage<'a>]) -> Rendered
 
 /// Renders `messages` in `format` as a JSON value.
 pub fn render(format: Format, messages: &[ViewMessage<'_>]) -> Value {
-    to_value(&rendered(format, messages))
+    to_value(&rendered(format, &as_sent(format, messages)))
 }
 
 /// `{"messages": [...]}` in OpenAI chat-completions form, as a JSON value.
 pub fn render_openai(messages: &[ViewMessage<'_>]) -> Value {
-    to_value(&openai(messages))
+    to_value(&openai(&distinct_call_ids(messages)))
 }
 
 /// `{"input": [...]}` in OpenAI Responses form, as a JSON value.
 pub fn render_responses(messages: &[ViewMessage<'_>]) -> Value {
-    to_value(&responses(messages))
+    to_value(&responses(&distinct_call_ids(messages)))
 }
 
 /// `{"system": "...", "messages": [...]}` in Anthropic Messages form, as a JSON value.
 pub fn render_anthropic(messages: &[ViewMessage<'_>]) -> Value {
-    to_value(&anthropic(messages))
+    to_value(&anthropic(&distinct_call_ids(messages)))
+}
+
+/// `messages` as `format` sends them: to a provider, with every call's id its own
+/// ([`distinct_call_ids`]); `raw` as ctxd holds them.
+fn as_sent<'v, 'a>(format: Format, messages: &'v [ViewMessage<'a>]) -> Cow<'v, [ViewMessage<'a>]> {
+    match format {
+        Format::Raw => Cow::Borrowed(messages),
+        _ => distinct_call_ids(messages),
+    }
+}
+
+/// `messages` with no call id used twice. A provider takes a call id once a request (Anthropic:
+/// "`tool_use` ids must be unique"; Responses: one `function_call` a `call_id`), but a client
+/// may reuse one, and a result answers the most recent open call of its id
+/// ([`OpenCalls`]). A call whose id an earlier call of the view already has goes by
+/// `{id}_{n}` (the smallest n from 2 that no call of the view has), and so does the result
+/// that answers it; the earlier ones keep theirs, so the view still extends the previous one.
+/// A message this changes is a copy without its seq, so that no writer reuses the JSON of the
+/// message as stored (see [`PartKey`]). Borrowed when no id is reused.
+fn distinct_call_ids<'v, 'a>(messages: &'v [ViewMessage<'a>]) -> Cow<'v, [ViewMessage<'a>]> {
+    let mut taken: HashSet<&str> = HashSet::default();
+    let calls = messages.iter().flat_map(|m| tool_calls_of(m).iter());
+    if calls.clone().all(|call| taken.insert(&call.id)) {
+        return Cow::Borrowed(messages);
+    }
+    let mut sent = messages.to_vec();
+    let mut issued: HashSet<String> = HashSet::default();
+    let mut open: OpenCalls<'v, (usize, usize)> = OpenCalls::default();
+    // The id each renamed call goes by, by (message, call).
+    let mut renamed: HashMap<(usize, usize), String> = HashMap::default();
+    for (i, message) in messages.iter().enumerate() {
+        if message.role == Role::Tool {
+            let call = message
+                .tool_call_id
+                .as_deref()
+                .and_then(|id| open.answer(id));
+            if let Some(id) = call.and_then(|at| renamed.get(&at)) {
+                sent[i].tool_call_id = Some(Cow::Owned(id.clone()));
+                sent[i].seq = None;
+            }
+            continue;
+        }
+        for (k, call) in tool_calls_of(message).iter().enumerate() {
+            open.issue(&call.id, (i, k));
+            if issued.insert(call.id.clone()) {
+                continue;
+            }
+            let id = (2..)
+                .map(|n| format!("{}_{n}", call.id))
+                .find(|id| !taken.contains(id.as_str()) && !issued.contains(id))
+                .unwrap_or_default();
+            issued.insert(id.clone());
+            sent[i].tool_calls.to_mut()[k].id = id.clone();
+            sent[i].seq = None;
+            renamed.insert((i, k), id);
+        }
+    }
+    Cow::Owned(sent)
 }
 
 /// `{"items": [...]}`: the view's messages as ctxd holds them, as a JSON value.

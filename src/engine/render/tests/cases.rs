@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::engine::validate::{validate_anthropic, validate_openai};
+use crate::engine::validate::{validate_anthropic, validate_openai, validate_responses};
 
 struct Case {
     name: &'static str,
@@ -103,12 +103,13 @@ fn cases() -> Vec<Case> {
                 result("c2", "other"),
                 result("c1", "second"),
             ],
+            // A provider takes an id once a request: the later call goes by another.
             openai: &[
                 "user",
                 "assistant: c1",
                 "tool: c1",
-                "assistant: c1 c2",
-                "tool: c1",
+                "assistant: c1_2 c2",
+                "tool: c1_2",
                 "tool: c2",
                 "user",
             ],
@@ -116,8 +117,8 @@ fn cases() -> Vec<Case> {
                 "user: text",
                 "assistant: tool_use(c1)",
                 "user: tool_result(c1)",
-                "assistant: text tool_use(c1) tool_use(c2)",
-                "user: tool_result(c1) tool_result(c2) text",
+                "assistant: text tool_use(c1_2) tool_use(c2)",
+                "user: tool_result(c1_2) tool_result(c2) text",
             ],
         },
         Case {
@@ -258,6 +259,35 @@ fn with_two_calls_of_one_id_open_a_result_answers_the_later_one() {
     let openai = render_openai(&view);
     assert_eq!(openai["messages"][2]["content"], "answers the first call");
     assert_eq!(openai["messages"][4]["content"], "answers the second call");
+}
+
+#[test]
+fn a_reused_call_id_is_sent_once_a_request_and_the_view_still_extends_the_previous() {
+    let before = vec![user("go"), calls("", &["c1"]), result("c1", "first")];
+    let mut view = before.clone();
+    // `c1_2` is a call of the view too, so the reused id goes by `c1_3`.
+    view.extend([calls("", &["c1_2"]), result("c1_2", "taken")]);
+    view.extend([calls("", &["c1"]), result("c1", "second")]);
+    let responses = render_responses(&view);
+    assert_eq!(validate_responses(&responses), Ok(()), "{responses:#}");
+    let ids: Vec<&str> = responses["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item["call_id"].as_str())
+        .collect();
+    assert_eq!(ids, ["c1", "c1", "c1_2", "c1_2", "c1_3", "c1_3"]);
+    let anthropic = render_anthropic(&view);
+    assert_eq!(validate_anthropic(&anthropic), Ok(()), "{anthropic:#}");
+    assert_eq!(anthropic["messages"][5]["content"][0]["id"], "c1_3");
+    assert_eq!(anthropic["messages"][6]["content"][0]["content"], "second");
+    // The messages before the reuse render as they did without it.
+    let earlier = render_anthropic(&before);
+    let messages = |request: &Value| request["messages"].as_array().unwrap()[..3].to_vec();
+    assert_eq!(messages(&anthropic), messages(&earlier));
+    // ctxd's own messages keep the ids the client gave.
+    let raw = render(Format::Raw, &view);
+    assert_eq!(raw["items"][5]["tool_calls"][0]["id"], "c1");
 }
 
 #[test]

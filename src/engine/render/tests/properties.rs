@@ -1,11 +1,12 @@
 //! Random views that keep the engine's contract: every one renders as a valid request of
-//! each provider, loses no content, and writes the same with reused parts.
+//! each provider (call ids reused once answered, as clients do, still sent once a request),
+//! loses no content, and writes the same with reused parts.
 
 use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::engine::validate::{validate_anthropic, validate_openai};
+use crate::engine::validate::{validate_anthropic, validate_openai, validate_responses};
 
 /// One step of a random session, as the engine could hand it over.
 #[derive(Debug, Clone)]
@@ -158,6 +159,11 @@ proptest! {
         prop_assert_eq!(validate_anthropic(&anthropic), Ok(()), "{:#}", anthropic);
         assert_no_content_lost(&view, &anthropic);
         prop_assert_eq!(count(&anthropic, "type", "tool_result"), results);
+
+        let responses = render_responses(&view);
+        prop_assert_eq!(validate_responses(&responses), Ok(()), "{:#}", responses);
+        assert_no_content_lost(&view, &responses);
+        prop_assert_eq!(count(&responses, "type", "function_call_output"), results);
     }
 
     /// A view written after an earlier one (a prefix of it, as between compactions that do
@@ -181,12 +187,12 @@ proptest! {
                 m.projection = Projection::Preview;
             }
         }
-        for format in [Format::Openai, Format::Anthropic, Format::Raw] {
+        for format in [Format::Openai, Format::OpenaiResponses, Format::Anthropic, Format::Raw] {
             let mut fragments = Fragments::default();
             for v in [&earlier, &view] {
                 let mut written = Vec::new();
                 write_view(format, v, &mut fragments, &mut written).unwrap();
-                let fresh = serde_json::to_vec(&rendered(format, v)).unwrap();
+                let fresh = serde_json::to_vec(&rendered(format, &as_sent(format, v))).unwrap();
                 prop_assert_eq!(
                     String::from_utf8(written).unwrap(),
                     String::from_utf8(fresh).unwrap(),

@@ -22,7 +22,8 @@
 //!    reference.
 //!
 //! When the view is still over the room after passes 1 and 2, the current turn's answered
-//! results but the newest are archived too before anything is folded or truncated.
+//! exchanges but the newest (their results, and their calls' long arguments) are archived too
+//! before anything is folded or truncated.
 //!
 //! The current turn is the last user message on, or the four newest tool calls when that is
 //! shorter (an agent's loop after one request is not all current), its results older than the
@@ -156,8 +157,8 @@ impl<'a> Run<'a> {
         let mut eviction = Eviction::new(&mut candidate, &active, before, target, id);
         archive_exchanges(&mut eviction, config, &spans, &active);
         archive_episodes(&mut eviction, &episodes, &active);
-        // Still over the room: rather than truncate, the current turn's answered results
-        // but the newest are archived too, oldest first.
+        // Still over the room: rather than truncate, the current turn's answered exchanges
+        // but the newest are archived too (results and long arguments), oldest first.
         if eviction.tokens > self.bounds.room {
             archive_current(&mut eviction, &active);
         }

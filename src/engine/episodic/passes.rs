@@ -1,5 +1,5 @@
 //! The eviction's passes: completed tool exchanges by priority (pass 1), completed episodes
-//! (pass 2), the current turn's older results when the view still does not fit, and where pass
+//! (pass 2), the current turn's older exchanges when the view still does not fit, and where pass
 //! 3 may fold up to.
 
 use std::collections::{HashMap, HashSet};
@@ -94,16 +94,17 @@ impl<'w, 'a> Eviction<'w, 'a> {
         self.tokens -= archive(self.work, i, reason, self.id, &mut self.offloaded);
         let answered = self.work.live[i].event.body.tool_call_id();
         if let Some(&call) = answered.and_then(|id| self.calls.get(id)) {
-            if self.calls_done(call) {
+            if self.calls_done(call, false) {
                 self.tokens -= archive(self.work, call, reason, self.id, &mut self.offloaded);
             }
         }
     }
 
     /// Whether the assistant turn at `i` may show its long arguments by reference: it is not
-    /// active, is shown in full without reasoning, and each of its results is archived or
-    /// too short for archiving to save anything.
-    pub(super) fn calls_done(&self, i: usize) -> bool {
+    /// active (unless `current`: the current turn's, when the view does not fit), is shown in
+    /// full without reasoning, and each of its results is archived or too short for archiving
+    /// to save anything.
+    pub(super) fn calls_done(&self, i: usize, current: bool) -> bool {
         let live = &self.work.live;
         let item = &live[i];
         let calls = item.event.body.tool_calls();
@@ -112,7 +113,7 @@ impl<'w, 'a> Eviction<'w, 'a> {
                 let result = &live[r];
                 match result.projection {
                     Projection::Reference => result.reason.archives(),
-                    Projection::Full if !self.active[r] => {
+                    Projection::Full if current || !self.active[r] => {
                         let archived = view::archived_message(
                             result.event,
                             result.chars(),
@@ -127,7 +128,7 @@ impl<'w, 'a> Eviction<'w, 'a> {
         // Cheapest first: most calls have short arguments, which ends the check before any
         // result's archived form is built.
         !calls.is_empty()
-            && !self.active[i]
+            && (current || !self.active[i])
             && item.projection == Projection::Full
             && !item.reasoning
             && !always_kept(item.event)
@@ -139,7 +140,7 @@ impl<'w, 'a> Eviction<'w, 'a> {
     /// whose arguments are still shown in full.
     pub(super) fn archive_calls(&mut self) {
         let done: Vec<(usize, Reason)> = (0..self.work.live.len())
-            .filter(|&i| self.calls_done(i))
+            .filter(|&i| self.calls_done(i, false))
             .map(|i| {
                 let first = self.work.live[i].event.body.tool_calls()[0].id.as_str();
                 let reason = self
@@ -204,22 +205,32 @@ pub(super) fn archive_exchanges(
     }
 }
 
-/// The current turn's answered results but the newest, oldest first, to the target: when the
-/// view is still over the room after passes 1 and 2.
+/// The current turn's answered exchanges but the newest, oldest first, to the target: when
+/// the view is still over the room after passes 1 and 2.
 pub(super) fn archive_current(e: &mut Eviction, active: &[bool]) {
-    let newest = e.work.live.iter().rposition(|l| is_tool_result(l.event));
+    let live = &e.work.live;
+    let newest = live.iter().rposition(|l| is_tool_result(l.event));
+    let newest_call = live
+        .iter()
+        .rposition(|l| !l.event.body.tool_calls().is_empty());
     for (i, &current) in active.iter().enumerate() {
         if e.reached() {
             return;
         }
         let item = &e.work.live[i];
-        if current
-            && Some(i) != newest
-            && is_tool_result(item.event)
-            && !always_kept(item.event)
-            && item.projection != Projection::Reference
-        {
+        if !current || Some(i) == newest || !is_tool_result(item.event) || always_kept(item.event) {
+            continue;
+        }
+        if item.projection != Projection::Reference {
             e.archive(i, Reason::ArchivedToolExchange);
+        }
+        // Its call's long arguments too (a file written is often the largest part of a
+        // turn), once every result of that call's turn is settled; not the newest call's.
+        let answered = e.work.live[i].event.body.tool_call_id();
+        let call = answered.and_then(|id| e.calls.get(id)).copied();
+        if let Some(call) = call.filter(|&c| Some(c) != newest_call && e.calls_done(c, true)) {
+            let reason = Reason::ArchivedToolExchange;
+            e.tokens -= archive(e.work, call, reason, e.id, &mut e.offloaded);
         }
     }
 }

@@ -110,6 +110,56 @@ async fn a_current_turn_too_large_for_the_room_archives_its_older_results() {
     );
 }
 
+/// A current turn of files written, each a few thousand tokens of arguments with a short
+/// result (an agent writing a report in parts): the older calls' arguments go by reference,
+/// oldest first, the newest stays whole, and no compaction is an emergency.
+#[tokio::test]
+async fn a_current_turn_of_large_writes_shows_the_older_arguments_by_reference() {
+    let cfg = config(8_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Write the audit report, one part a file.");
+    let mut calls = Vec::new();
+    for i in 0..4 {
+        calls.push(log.push(json!({"type": "message", "role": "assistant", "tool_calls": [{
+            "id": format!("w{i}"), "name": "Write",
+            "arguments": {"file_path": format!("report/{i}.md"), "content": "Finding. ".repeat(1_000)}}]})));
+        log.push(
+            json!({"type": "message", "role": "tool", "tool_call_id": format!("w{i}"),
+            "name": "Write", "content": format!("File created: report/{i}.md")}),
+        );
+    }
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert!(
+        out.record.tokens_before > 8_000,
+        "{}",
+        out.record.tokens_before
+    );
+    assert_ne!(out.record.tier, Tier::Emergency);
+    assert!(out.record.evicted_seqs.is_empty());
+    assert!(
+        out.record.tokens_after <= 7_000,
+        "{}",
+        out.record.tokens_after
+    );
+    let arguments = |seq: i64| {
+        let message = out.messages.iter().find(|m| m.seq == Some(seq)).unwrap();
+        message.tool_calls[0].arguments.to_string()
+    };
+    assert!(
+        arguments(calls[0]).contains("archived_arguments"),
+        "{}",
+        arguments(calls[0])
+    );
+    assert!(arguments(calls[0]).contains(&format!("observation://{}", calls[0])));
+    assert!(
+        arguments(calls[3]).contains("Finding."),
+        "the newest is whole"
+    );
+}
+
 /// An eviction that cannot bring the view down to the target (a long recent request the client
 /// pinned stays verbatim) does not act at the trigger, where it would free a little and the view would be
 /// back there a few turns later: it waits until the view no longer fits.

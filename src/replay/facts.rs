@@ -1,8 +1,9 @@
 //! The facts a session establishes, and whether a view still holds them: paths the agent acted
 //! on (in tool-call arguments and user messages), error lines of tool outputs, the user's
 //! requests and the constraints they state ("never…", "do not…", "must…"). A fact is kept when
-//! its text is in the view's text (verbatim, or in the summary), or, for a compiler's
-//! diagnostic, when a line names its message in its file at its place among others.
+//! its text is in the view's text (verbatim, or in the summary; its words in order, whatever
+//! their spacing), or, for a compiler's diagnostic, when a line names its message in its file
+//! at its place among others.
 
 use std::collections::BTreeSet;
 
@@ -93,14 +94,13 @@ impl Facts {
 
     /// How many of these facts `view_text` holds.
     pub fn kept_in(&self, view_text: &str) -> Kept {
-        let count = |set: &BTreeSet<String>| {
-            (
-                set.iter()
-                    .filter(|f| view_text.contains(f.as_str()))
-                    .count(),
-                set.len(),
-            )
+        // A fact kept with its spacing changed is kept: a summary writes a line's runs of
+        // spaces (a table's columns, a request typed with two spaces) as one.
+        let squeezed_view = squeezed(view_text);
+        let holds = |fact: &str| {
+            view_text.contains(fact) || squeezed_view.contains(squeezed(fact).as_str())
         };
+        let count = |set: &BTreeSet<String>| (set.iter().filter(|f| holds(f)).count(), set.len());
         // A compiler's diagnostic is kept, too, where a line names its message in its file at
         // its place among others (`src/a.c: error: … (at 12:5, 14:5)`): the same fact, told once
         // for every place.
@@ -110,8 +110,7 @@ impl Facts {
             .filter_map(|l| Group::parse(l.trim_start_matches(['-', '>', '*', ' '])))
             .collect();
         let errors = self.errors.iter().filter(|f| {
-            view_text.contains(f.as_str())
-                || Located::parse(f).is_some_and(|l| groups.iter().any(|g| g.names(&l)))
+            holds(f) || Located::parse(f).is_some_and(|l| groups.iter().any(|g| g.names(&l)))
         });
         Kept {
             paths: count(&self.paths),
@@ -121,6 +120,18 @@ impl Facts {
             planted: count(&self.planted),
         }
     }
+}
+
+/// `text` with each run of whitespace (line breaks too) written as one space.
+fn squeezed(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for word in text.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
 }
 
 fn cut(text: &str) -> String {
@@ -236,6 +247,20 @@ mod tests {
         );
         assert_eq!(kept.constraints, (0, 1));
         assert!((kept.share() - 0.6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_fact_is_kept_with_its_spacing_changed_not_with_its_words_changed() {
+        let mut facts = Facts::default();
+        facts.learn(&json!({"role": "user", "content": "1.  audit the  firewall"}));
+        facts.learn(&json!({"role": "tool",
+            "content": "    + CategoryInfo          : ObjectNotFound: (Get-Acl:String) [], CommandNotFoundException"}));
+        let summary = "## Later user requests\n- 1. audit the firewall\n## Errors seen\n- + CategoryInfo : ObjectNotFound: (Get-Acl:String) [],\n  CommandNotFoundException";
+        let kept = facts.kept_in(summary);
+        assert_eq!((kept.requests, kept.errors), ((1, 1), (1, 1)));
+        let kept = facts
+            .kept_in("- 1. audit the router\n- + CategoryInfo : ObjectNotFound: (Get-Item:String)");
+        assert_eq!((kept.requests, kept.errors), ((0, 1), (0, 1)));
     }
 
     #[test]

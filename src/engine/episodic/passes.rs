@@ -9,6 +9,7 @@ use super::spans::Span;
 use crate::domain::compaction::{OffloadedItem, Projection, Reason};
 use crate::domain::episodes::{Episode, Episodes};
 use crate::domain::event::{EpisodeKind, Event, EventBody, Role};
+use crate::domain::pairing::OpenCalls;
 use crate::domain::session::SessionConfig;
 use crate::engine::view;
 
@@ -48,9 +49,11 @@ pub(super) struct Eviction<'w, 'a> {
     pub(super) target: i64,
     pub(super) id: uuid::Uuid,
     pub(super) offloaded: Vec<OffloadedItem>,
-    /// Where each call is made (the assistant turn) and answered, by call id.
-    pub(super) calls: HashMap<&'a str, usize>,
-    pub(super) results: HashMap<&'a str, usize>,
+    /// The live item of the call each result answers (the assistant turn), and the result
+    /// of each call by (its turn, its place there): paired by position, as a client may
+    /// reuse a call id once answered.
+    pub(super) call_of: HashMap<usize, usize>,
+    pub(super) results: HashMap<(usize, usize), usize>,
 }
 
 impl<'w, 'a> Eviction<'w, 'a> {
@@ -61,15 +64,20 @@ impl<'w, 'a> Eviction<'w, 'a> {
         target: i64,
         id: uuid::Uuid,
     ) -> Self {
-        let mut calls = HashMap::new();
+        let mut call_of = HashMap::new();
         let mut results = HashMap::new();
+        let mut open = OpenCalls::default();
         for (i, item) in work.live.iter().enumerate() {
             let event: &'a Event = item.event;
-            for call in event.body.tool_calls() {
-                calls.insert(call.id.as_str(), i);
-            }
             if let Some(id) = event.body.tool_call_id() {
-                results.insert(id, i);
+                if let Some((call, k)) = open.answer(id) {
+                    call_of.insert(i, call);
+                    results.insert((call, k), i);
+                }
+                continue;
+            }
+            for (k, call) in event.body.tool_calls().iter().enumerate() {
+                open.issue(call.id.as_str(), (i, k));
             }
         }
         Self {
@@ -79,7 +87,7 @@ impl<'w, 'a> Eviction<'w, 'a> {
             target,
             id,
             offloaded: Vec::new(),
-            calls,
+            call_of,
             results,
         }
     }
@@ -92,8 +100,7 @@ impl<'w, 'a> Eviction<'w, 'a> {
     /// exchange: the call's long arguments go too once every result of its turn is archived.
     pub(super) fn archive(&mut self, i: usize, reason: Reason) {
         self.tokens -= archive(self.work, i, reason, self.id, &mut self.offloaded);
-        let answered = self.work.live[i].event.body.tool_call_id();
-        if let Some(&call) = answered.and_then(|id| self.calls.get(id)) {
+        if let Some(&call) = self.call_of.get(&i) {
             if self.calls_done(call, false) {
                 self.tokens -= archive(self.work, call, reason, self.id, &mut self.offloaded);
             }
@@ -108,8 +115,8 @@ impl<'w, 'a> Eviction<'w, 'a> {
         let live = &self.work.live;
         let item = &live[i];
         let calls = item.event.body.tool_calls();
-        let settled = |id: &str| {
-            self.results.get(id).is_some_and(|&r| {
+        let settled = |k: usize| {
+            self.results.get(&(i, k)).is_some_and(|&r| {
                 let result = &live[r];
                 match result.projection {
                     Projection::Reference => result.reason.archives(),
@@ -133,7 +140,7 @@ impl<'w, 'a> Eviction<'w, 'a> {
             && !item.reasoning
             && !always_kept(item.event)
             && view::has_long_arguments(item.event)
-            && calls.iter().all(|c| settled(c.id.as_str()))
+            && (0..calls.len()).all(settled)
     }
 
     /// The calls of exchanges archived earlier (by an earlier compaction, or a condensation)
@@ -142,10 +149,9 @@ impl<'w, 'a> Eviction<'w, 'a> {
         let done: Vec<(usize, Reason)> = (0..self.work.live.len())
             .filter(|&i| self.calls_done(i, false))
             .map(|i| {
-                let first = self.work.live[i].event.body.tool_calls()[0].id.as_str();
                 let reason = self
                     .results
-                    .get(first)
+                    .get(&(i, 0))
                     .map(|&r| self.work.live[r].reason)
                     .filter(|r| r.archives())
                     .unwrap_or(Reason::ArchivedToolExchange);
@@ -206,7 +212,10 @@ pub(super) fn archive_exchanges(
 }
 
 /// The current turn's answered exchanges but the newest, oldest first, to the target: when
-/// the view is still over the room after passes 1 and 2.
+/// the view is still over the room after passes 1 and 2. Results go by reference, and so do
+/// their calls' long arguments (a file written is often the largest part of a turn) once
+/// every result of the call's turn is settled, those of results an earlier pass archived
+/// (past the tail's cap) too; the newest call stays whole.
 pub(super) fn archive_current(e: &mut Eviction, active: &[bool]) {
     let live = &e.work.live;
     let newest = live.iter().rposition(|l| is_tool_result(l.event));
@@ -218,16 +227,17 @@ pub(super) fn archive_current(e: &mut Eviction, active: &[bool]) {
             return;
         }
         let item = &e.work.live[i];
-        if !current || Some(i) == newest || !is_tool_result(item.event) || always_kept(item.event) {
+        if !current || Some(i) == newest || always_kept(item.event) {
             continue;
         }
-        if item.projection != Projection::Reference {
-            e.archive(i, Reason::ArchivedToolExchange);
-        }
-        // Its call's long arguments too (a file written is often the largest part of a
-        // turn), once every result of that call's turn is settled; not the newest call's.
-        let answered = e.work.live[i].event.body.tool_call_id();
-        let call = answered.and_then(|id| e.calls.get(id)).copied();
+        let call = if is_tool_result(item.event) {
+            if item.projection != Projection::Reference {
+                e.archive(i, Reason::ArchivedToolExchange);
+            }
+            e.call_of.get(&i).copied()
+        } else {
+            Some(i)
+        };
         if let Some(call) = call.filter(|&c| Some(c) != newest_call && e.calls_done(c, true)) {
             let reason = Reason::ArchivedToolExchange;
             e.tokens -= archive(e.work, call, reason, e.id, &mut e.offloaded);

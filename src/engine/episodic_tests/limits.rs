@@ -110,54 +110,73 @@ async fn a_current_turn_too_large_for_the_room_archives_its_older_results() {
     );
 }
 
-/// A current turn of files written, each a few thousand tokens of arguments with a short
-/// result (an agent writing a report in parts): the older calls' arguments go by reference,
-/// oldest first, the newest stays whole, and no compaction is an emergency.
-#[tokio::test]
-async fn a_current_turn_of_large_writes_shows_the_older_arguments_by_reference() {
-    let cfg = config(8_000);
-    let mut log = Log::default();
+/// A current turn of files written, each a few thousand tokens of arguments (an agent writing a
+/// report in parts) after one request: `writes` returns the calls' seqs; `id` names each call
+/// (one id for all, as a client that reuses ids once answered); each result echoes
+/// `result_chars` characters.
+fn writes(log: &mut Log, id: impl Fn(usize) -> String, result_chars: usize) -> Vec<i64> {
     log.system("sys");
     log.user("Write the audit report, one part a file.");
-    let mut calls = Vec::new();
-    for i in 0..4 {
-        calls.push(log.push(json!({"type": "message", "role": "assistant", "tool_calls": [{
-            "id": format!("w{i}"), "name": "Write",
-            "arguments": {"file_path": format!("report/{i}.md"), "content": "Finding. ".repeat(1_000)}}]})));
-        log.push(
-            json!({"type": "message", "role": "tool", "tool_call_id": format!("w{i}"),
-            "name": "Write", "content": format!("File created: report/{i}.md")}),
+    (0..4)
+        .map(|i| {
+            let call = log.push(json!({"type": "message", "role": "assistant", "tool_calls": [{
+                "id": id(i), "name": "Write",
+                "arguments": {"file_path": format!("report/{i}.md"), "content": "Finding. ".repeat(1_000)}}]}));
+            let echo = format!("File created: report/{i}.md\n{}", "| row |\n".repeat(result_chars / 8));
+            log.push(json!({"type": "message", "role": "tool", "tool_call_id": id(i),
+                "name": "Write", "content": echo}));
+            call
+        })
+        .collect()
+}
+
+/// The older calls' arguments of such a turn go by reference, oldest first, the newest stays
+/// whole, and no compaction is an emergency: with short results, with results too large for
+/// the tail's cap (archived by pass 1 while their calls are current), and with one call id
+/// reused for every call.
+#[tokio::test]
+async fn a_current_turn_of_large_writes_shows_the_older_arguments_by_reference() {
+    type Case = (&'static str, fn(usize) -> String, usize);
+    let cases: [Case; 3] = [
+        ("short results", |i| format!("w{i}"), 0),
+        ("large results", |i| format!("w{i}"), 1_600),
+        ("one id reused", |_| "w".to_owned(), 0),
+    ];
+    for (name, id, result_chars) in cases {
+        let cfg = config(8_000);
+        let mut log = Log::default();
+        let calls = writes(&mut log, id, result_chars);
+        let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+            .await
+            .unwrap();
+        let record = &out.record;
+        assert!(
+            record.tokens_before > 8_000,
+            "{name}: {}",
+            record.tokens_before
+        );
+        assert_ne!(record.tier, Tier::Emergency, "{name}");
+        assert!(record.evicted_seqs.is_empty(), "{name}");
+        assert!(
+            record.tokens_after <= 7_000,
+            "{name}: {}",
+            record.tokens_after
+        );
+        let arguments = |seq: i64| {
+            let message = out.messages.iter().find(|m| m.seq == Some(seq)).unwrap();
+            message.tool_calls[0].arguments.to_string()
+        };
+        let oldest = arguments(calls[0]);
+        assert!(oldest.contains("archived_arguments"), "{name}: {oldest}");
+        assert!(
+            oldest.contains(&format!("observation://{}", calls[0])),
+            "{name}"
+        );
+        assert!(
+            arguments(calls[3]).contains("Finding."),
+            "{name}: the newest is whole"
         );
     }
-    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
-        .await
-        .unwrap();
-    assert!(
-        out.record.tokens_before > 8_000,
-        "{}",
-        out.record.tokens_before
-    );
-    assert_ne!(out.record.tier, Tier::Emergency);
-    assert!(out.record.evicted_seqs.is_empty());
-    assert!(
-        out.record.tokens_after <= 7_000,
-        "{}",
-        out.record.tokens_after
-    );
-    let arguments = |seq: i64| {
-        let message = out.messages.iter().find(|m| m.seq == Some(seq)).unwrap();
-        message.tool_calls[0].arguments.to_string()
-    };
-    assert!(
-        arguments(calls[0]).contains("archived_arguments"),
-        "{}",
-        arguments(calls[0])
-    );
-    assert!(arguments(calls[0]).contains(&format!("observation://{}", calls[0])));
-    assert!(
-        arguments(calls[3]).contains("Finding."),
-        "the newest is whole"
-    );
 }
 
 /// An eviction that cannot bring the view down to the target (a long recent request the client

@@ -2,7 +2,8 @@
 //!
 //! The engine hands over messages in log order, where a tool result may stand after other
 //! messages and the results of one turn may come in any order. Every renderer for a provider
-//! first attaches each result to the call it answers (`pair_tool_results`) and then writes the
+//! first gives a call whose id an earlier call reused an id of its own (`distinct_call_ids`),
+//! attaches each result to the call it answers (`pair_tool_results`) and then writes the
 //! provider's shape: OpenAI chat-completions `messages`, Anthropic `system` + `messages` with
 //! `tool_use`/`tool_result` blocks, or ctxd's own messages (`raw`).
 //!
@@ -136,14 +137,16 @@ fn as_sent<'v, 'a>(format: Format, messages: &'v [ViewMessage<'a>]) -> Cow<'v, [
 /// "`tool_use` ids must be unique"; Responses: one `function_call` a `call_id`), but a client
 /// may reuse one, and a result answers the most recent open call of its id
 /// ([`OpenCalls`]). A call whose id an earlier call of the view already has goes by
-/// `{id}_{n}` (the smallest n from 2 that no call of the view has), and so does the result
-/// that answers it; the earlier ones keep theirs, so the view still extends the previous one.
-/// A message this changes is a copy without its seq, so that no writer reuses the JSON of the
-/// message as stored (see [`PartKey`]). Borrowed when no id is reused.
+/// `{id}_{n}` (the smallest n from 2 that no earlier call of the view goes by, the id cut so
+/// that the whole stays within OpenAI's 40 characters when it was), and so does the result
+/// that answers it. Only earlier calls count, so a call goes by the same id as the view grows
+/// at its end and the view still extends the previous one. A message this changes is a copy
+/// without its seq, so that no writer reuses the JSON of the message as stored (see
+/// [`PartKey`]). Borrowed when no id is reused.
 fn distinct_call_ids<'v, 'a>(messages: &'v [ViewMessage<'a>]) -> Cow<'v, [ViewMessage<'a>]> {
-    let mut taken: HashSet<&str> = HashSet::default();
-    let calls = messages.iter().flat_map(|m| tool_calls_of(m).iter());
-    if calls.clone().all(|call| taken.insert(&call.id)) {
+    let mut seen: HashSet<&str> = HashSet::default();
+    let mut calls = messages.iter().flat_map(|m| tool_calls_of(m).iter());
+    if calls.all(|call| seen.insert(&call.id)) {
         return Cow::Borrowed(messages);
     }
     let mut sent = messages.to_vec();
@@ -169,8 +172,8 @@ fn distinct_call_ids<'v, 'a>(messages: &'v [ViewMessage<'a>]) -> Cow<'v, [ViewMe
                 continue;
             }
             let id = (2..)
-                .map(|n| format!("{}_{n}", call.id))
-                .find(|id| !taken.contains(id.as_str()) && !issued.contains(id))
+                .map(|n| another_id(&call.id, n))
+                .find(|id| !issued.contains(id))
                 .unwrap_or_default();
             issued.insert(id.clone());
             sent[i].tool_calls.to_mut()[k].id = id.clone();
@@ -179,6 +182,21 @@ fn distinct_call_ids<'v, 'a>(messages: &'v [ViewMessage<'a>]) -> Cow<'v, [ViewMe
         }
     }
     Cow::Owned(sent)
+}
+
+/// The longest call id OpenAI's chat completions take.
+const MAX_CALL_ID_CHARS: usize = 40;
+
+/// `{id}_{n}`; when `id` is within [`MAX_CALL_ID_CHARS`], cut so that the whole stays within.
+fn another_id(id: &str, n: usize) -> String {
+    let suffix = format!("_{n}");
+    let chars = id.chars().count();
+    let keep = if chars <= MAX_CALL_ID_CHARS {
+        chars.min(MAX_CALL_ID_CHARS.saturating_sub(suffix.len()))
+    } else {
+        chars
+    };
+    format!("{}{suffix}", crate::domain::text::prefix_chars(id, keep))
 }
 
 /// `{"items": [...]}`: the view's messages as ctxd holds them, as a JSON value.

@@ -259,6 +259,33 @@ fn with_two_calls_of_one_id_open_a_result_answers_the_later_one() {
     let openai = render_openai(&view);
     assert_eq!(openai["messages"][2]["content"], "answers the first call");
     assert_eq!(openai["messages"][4]["content"], "answers the second call");
+    // The second call goes by an id of its own, and so does the result that answers it.
+    assert_eq!(openai["messages"][3]["tool_calls"][0]["id"], "c1_2");
+    assert_eq!(openai["messages"][4]["tool_call_id"], "c1_2");
+    assert_eq!(validate_openai(&openai), Ok(()), "{openai:#}");
+    let anthropic = render_anthropic(&view);
+    assert_eq!(validate_anthropic(&anthropic), Ok(()), "{anthropic:#}");
+    let responses = render_responses(&view);
+    assert_eq!(validate_responses(&responses), Ok(()), "{responses:#}");
+}
+
+#[test]
+fn a_reused_id_stays_within_the_length_openai_takes() {
+    let id = "call_0123456789abcdefghijklmnopqrstuvwxy";
+    assert_eq!(id.len(), 40);
+    let view = vec![
+        user("go"),
+        calls("", &[id]),
+        result(id, "first"),
+        calls("", &[id]),
+        result(id, "second"),
+    ];
+    let openai = render_openai(&view);
+    let renamed = openai["messages"][3]["tool_calls"][0]["id"]
+        .as_str()
+        .unwrap();
+    assert_eq!(renamed, "call_0123456789abcdefghijklmnopqrstuvw_2");
+    assert_eq!(openai["messages"][4]["tool_call_id"], renamed);
 }
 
 #[test]

@@ -3,8 +3,9 @@
 //! tool_call_id}` a line), OpenAI chat message lists, Anthropic message lists (content blocks,
 //! tool_use and tool_result), Claude Code session logs and print mode's `stream-json` output
 //! (one row a line, a message's streamed rows merged, a sub-agent's rows left out of its
-//! parent's log and a sub-agent's own log read whole), SWE-agent `.traj` files (their
-//! `history`), or ctxd's own event objects (their messages). A file is a JSON array or object,
+//! parent's log and a sub-agent's own log read whole), Gemini `Content` lists (as Gemini CLI
+//! records a chat), SWE-agent `.traj` files (their `history`), or ctxd's own event objects
+//! (their messages). A file is a JSON array or object,
 //! or one JSON object a line.
 
 use serde_json::{json, Map, Value};
@@ -55,6 +56,7 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
         .any(|item| claude_code_row(item) && !sub_agent_row(item));
     let mut messages = Vec::with_capacity(items.len());
     let mut claude_code: Option<(String, Value)> = None;
+    let mut gemini = Gemini::default();
     for (i, item) in items.into_iter().enumerate() {
         if parent && claude_code_row(&item) && sub_agent_row(&item) {
             continue;
@@ -90,6 +92,11 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
         if let Some((_, done)) = claude_code.take() {
             messages.extend(anthropic(done));
         }
+        // A Gemini `Content` (`role` user or model, `parts`), as Gemini CLI records a chat.
+        if object.get("parts").is_some_and(Value::is_array) && object.get("content").is_none() {
+            messages.extend(gemini.read(&object));
+            continue;
+        }
         match object.get("type").and_then(Value::as_str) {
             // ctxd's events: only messages go to the model.
             Some("message") | None if object.get("content").is_some_and(Value::is_array) => {
@@ -108,6 +115,82 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
         return Err(format!("{name}: no messages"));
     }
     Ok(messages)
+}
+
+/// Gemini `Content` objects as chat messages: a model turn's text (its thoughts left out) and
+/// `functionCall` parts as tool calls; a user turn's `functionResponse` parts as tool results,
+/// then its text. A call without an id gets one, and a response without one answers the oldest
+/// open call of its name; one that answers no call is shown as user text.
+#[derive(Default)]
+struct Gemini {
+    /// Calls not answered yet: (name, id).
+    open: Vec<(String, String)>,
+    issued: usize,
+}
+
+impl Gemini {
+    fn read(&mut self, content: &Map<String, Value>) -> Vec<Value> {
+        let parts = content["parts"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let text: Vec<&str> = parts
+            .iter()
+            .filter(|p| p["thought"] != Value::Bool(true))
+            .filter_map(|p| p["text"].as_str())
+            .collect();
+        let text = text.join("\n");
+        if content.get("role").and_then(Value::as_str) == Some("model") {
+            let calls: Vec<Value> = parts
+                .iter()
+                .filter_map(|p| p.get("functionCall"))
+                .map(|call| {
+                    let name = call["name"].as_str().unwrap_or("tool").to_owned();
+                    self.issued += 1;
+                    let id = call["id"]
+                        .as_str()
+                        .map_or_else(|| format!("gemini_call_{}", self.issued), str::to_owned);
+                    self.open.push((name.clone(), id.clone()));
+                    json!({"id": id, "type": "function",
+                        "function": {"name": name, "arguments": call["args"].to_string()}})
+                })
+                .collect();
+            if text.is_empty() && calls.is_empty() {
+                return Vec::new();
+            }
+            let mut message = json!({"role": "assistant", "content": text});
+            if !calls.is_empty() {
+                message["tool_calls"] = Value::Array(calls);
+            }
+            return vec![message];
+        }
+        let mut messages = Vec::new();
+        for response in parts.iter().filter_map(|p| p.get("functionResponse")) {
+            let name = response["name"].as_str().unwrap_or("tool");
+            let output = match &response["response"] {
+                Value::Object(fields) if fields.len() == 1 && fields.contains_key("output") => {
+                    fields["output"]
+                        .as_str()
+                        .map_or_else(|| fields["output"].to_string(), str::to_owned)
+                }
+                other => other.to_string(),
+            };
+            let answered = match response["id"].as_str() {
+                Some(id) => self.open.iter().position(|(_, open)| open == id),
+                None => self.open.iter().position(|(open, _)| open == name),
+            };
+            match answered.map(|at| self.open.remove(at)) {
+                Some((name, id)) => messages.push(json!({"role": "tool", "tool_call_id": id,
+                    "name": name, "content": output})),
+                None => messages.push(json!({"role": "user",
+                    "content": format!("Result of {name}:\n{output}")})),
+            }
+        }
+        if !text.is_empty() {
+            messages.push(json!({"role": "user", "content": text}));
+        }
+        messages
+    }
 }
 
 /// A Claude Code row: a user's or assistant's message (session logs and print mode's stream).
@@ -275,6 +358,30 @@ mod tests {
         assert_eq!(roles, ["assistant", "tool", "assistant"]);
         assert_eq!(read[1]["tool_call_id"], "t1");
         assert_eq!(read[1]["content"], "in a.rs");
+        // Gemini contents: thoughts left out, calls paired with responses by id or by name.
+        let gemini = r#"[{"role": "user", "parts": [{"text": "fix it"}]},
+            {"role": "model", "parts": [{"text": "Planning.", "thought": true}]},
+            {"role": "model", "parts": [{"text": "Reading.", "thought": true},
+                {"functionCall": {"id": "g1", "name": "read_file", "args": {"path": "a.ts"}}},
+                {"functionCall": {"name": "grep", "args": {"pattern": "x"}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "grep", "response": {"output": "a.ts:3"}}},
+                {"functionResponse": {"id": "g1", "name": "read_file", "response": {"output": "let x"}}},
+                {"functionResponse": {"name": "shell", "response": {"output": "ran by the user"}}}]}]"#;
+        let read = super::read("trajectory.json", gemini).unwrap();
+        let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "tool", "user"]);
+        assert_eq!(read[1]["content"], "");
+        assert_eq!(
+            read[1]["tool_calls"][0]["function"]["arguments"],
+            "{\"path\":\"a.ts\"}"
+        );
+        let grep = read[1]["tool_calls"][1]["id"].clone();
+        assert_eq!(
+            (&read[2]["tool_call_id"], &read[2]["content"]),
+            (&grep, &json!("a.ts:3"))
+        );
+        assert_eq!(read[3]["tool_call_id"], "g1");
+        assert_eq!(read[4]["content"], "Result of shell:\nran by the user");
         // A SWE-agent trajectory's history.
         let traj = r#"{"trajectory": [], "history": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]}"#;
         assert_eq!(super::read("t.traj", traj).unwrap().len(), 2);

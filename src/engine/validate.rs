@@ -119,9 +119,9 @@ fn validate_openai_turn(messages: &[Value], i: usize, message: &Value) -> Result
 
 /// Checks an Anthropic Messages request: a string `system`; a non-empty list of messages that
 /// starts with the user and strictly alternates; non-empty arrays of known content blocks with
-/// no blank text; `tool_use` ids unique in the request; every `tool_use` answered exactly once by a `tool_result` in the next (user)
-/// message, every `tool_result` answering a `tool_use` of the previous message, and
-/// `tool_result` blocks ahead of any other block of their message.
+/// no blank text; `tool_use` ids unique in the request; every `tool_use` answered exactly once
+/// by a `tool_result` in the next (user) message, every `tool_result` answering a `tool_use`
+/// of the previous message, and `tool_result` blocks ahead of any other block of their message.
 pub fn validate_anthropic(request: &Value) -> Result<(), String> {
     if !request.is_object() {
         return Err("the request must be a JSON object".into());

@@ -5,8 +5,7 @@
 //! (one row a line, a message's streamed rows merged, a sub-agent's rows left out of its
 //! parent's log and a sub-agent's own log read whole), Gemini `Content` lists (as Gemini CLI
 //! records a chat), SWE-agent `.traj` files (their `history`), or ctxd's own event objects
-//! (their messages). A file is a JSON array or object,
-//! or one JSON object a line.
+//! (their messages). A file is a JSON array or object, or one JSON object a line.
 
 use serde_json::{json, Map, Value};
 

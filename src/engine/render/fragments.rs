@@ -44,9 +44,9 @@ impl Fragments {
 }
 
 /// A view rendered in `format`, serialised with the JSON of its unchanged parts reused: the
-/// same JSON as serialising [`rendered`]`(format, `[`as_sent`]`(format, messages))`, with the parts `fragments` holds
-/// copied rather than serialised again, and the new ones added to it. Serialise it into an
-/// answer of its own: nothing is checked or copied twice.
+/// same JSON as serialising [`rendered`]`(format, `[`as_sent`]`(format, messages))`, with the
+/// parts `fragments` holds copied rather than serialised again, and the new ones added to it.
+/// Serialise it into an answer of its own: nothing is checked or copied twice.
 pub struct ReusingView<'v, 'a> {
     format: Format,
     messages: &'v [ViewMessage<'a>],

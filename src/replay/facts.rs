@@ -1,9 +1,9 @@
 //! The facts a session establishes, and whether a view still holds them: paths the agent acted
-//! on (in tool-call arguments and user messages), error lines of tool outputs, the user's
-//! requests and the constraints they state ("never…", "do not…", "must…"). A fact is kept when
-//! its text is in the view's text (verbatim, or in the summary; its words in order, whatever
-//! their spacing), or, for a compiler's diagnostic, when a line names its message in its file
-//! at its place among others.
+//! on (in user messages and tool-call arguments, not in the text a call writes into a file),
+//! error lines of tool outputs, the user's requests and the constraints they state ("never…",
+//! "do not…", "must…"). A fact is kept when its text is in the view's text (verbatim, or in the
+//! summary; its words in order, whatever their spacing), or, for a compiler's diagnostic, when a
+//! line names its message in its file at its place among others.
 
 use std::collections::BTreeSet;
 
@@ -80,7 +80,7 @@ impl Facts {
                 self.paths.extend(paths(text));
             }
             Some("assistant") => {
-                for text in argument_strings(message) {
+                for text in acted_on_strings(message) {
                     self.paths.extend(paths(&text));
                 }
             }
@@ -94,13 +94,31 @@ impl Facts {
 
     /// How many of these facts `view_text` holds.
     pub fn kept_in(&self, view_text: &str) -> Kept {
+        self.kept(&self.missed_in(view_text))
+    }
+
+    /// How many of these facts a view holds that misses `missed` of them.
+    pub fn kept(&self, missed: &Missed) -> Kept {
+        let count =
+            |set: &BTreeSet<String>, missed: &[String]| (set.len() - missed.len(), set.len());
+        Kept {
+            paths: count(&self.paths, &missed.paths),
+            errors: count(&self.errors, &missed.errors),
+            requests: count(&self.requests, &missed.requests),
+            constraints: count(&self.constraints, &missed.constraints),
+            planted: count(&self.planted, &missed.planted),
+        }
+    }
+
+    /// The facts `view_text` does not hold, by kind, in order.
+    pub fn missed_in(&self, view_text: &str) -> Missed {
         // A fact kept with its spacing changed is kept: a summary writes a line's runs of
         // spaces (a table's columns, a request typed with two spaces) as one.
         let squeezed_view = squeezed(view_text);
         let holds = |fact: &str| {
             view_text.contains(fact) || squeezed_view.contains(squeezed(fact).as_str())
         };
-        let count = |set: &BTreeSet<String>| (set.iter().filter(|f| holds(f)).count(), set.len());
+        let missed = |set: &BTreeSet<String>| set.iter().filter(|f| !holds(f)).cloned().collect();
         // A compiler's diagnostic is kept, too, where a line names its message in its file at
         // its place among others (`src/a.c: error: … (at 12:5, 14:5)`): the same fact, told once
         // for every place.
@@ -110,16 +128,26 @@ impl Facts {
             .filter_map(|l| Group::parse(l.trim_start_matches(['-', '>', '*', ' '])))
             .collect();
         let errors = self.errors.iter().filter(|f| {
-            holds(f) || Located::parse(f).is_some_and(|l| groups.iter().any(|g| g.names(&l)))
+            !holds(f) && !Located::parse(f).is_some_and(|l| groups.iter().any(|g| g.names(&l)))
         });
-        Kept {
-            paths: count(&self.paths),
-            errors: (errors.count(), self.errors.len()),
-            requests: count(&self.requests),
-            constraints: count(&self.constraints),
-            planted: count(&self.planted),
+        Missed {
+            paths: missed(&self.paths),
+            errors: errors.cloned().collect(),
+            requests: missed(&self.requests),
+            constraints: missed(&self.constraints),
+            planted: missed(&self.planted),
         }
     }
+}
+
+/// The facts a view does not hold, by kind (`ctxd replay --json` names those of the last view).
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize)]
+pub struct Missed {
+    pub paths: Vec<String>,
+    pub errors: Vec<String>,
+    pub requests: Vec<String>,
+    pub constraints: Vec<String>,
+    pub planted: Vec<String>,
 }
 
 /// `text` with each run of whitespace (line breaks too) written as one space.
@@ -138,17 +166,45 @@ fn cut(text: &str) -> String {
     crate::domain::text::prefix_chars(text, FACT_CHARS).to_owned()
 }
 
-/// Words that look like file paths: a `/` and an extension.
+/// Words that look like file paths: a `/` and an extension. A word is read as the path it
+/// names: without the markup around it (`**src/a.rs**`, `<created>src/a.rs`), the question
+/// that ends it (`~/.ssh?`) or the place after it (`src/a.rs:58:13`, `tests/t.py::test_x`).
 fn paths(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | '(' | ')'))
-        .map(|w| {
-            w.trim_matches(|c: char| {
-                matches!(c, ':' | ';' | '.' | '[' | ']' | '{' | '}' | '<' | '>')
-            })
-        })
-        .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
-        .filter(|w| w.rsplit('/').next().is_some_and(|name| name.contains('.')))
-        .map(str::to_owned)
+    text.split(|c: char| {
+        c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | '(' | ')' | '<' | '>')
+    })
+    .map(|w| {
+        let w = match w.strip_prefix("**").and_then(|w| w.strip_suffix("**")) {
+            Some(emphasised) => emphasised,
+            None => w,
+        };
+        let w = w.trim_matches(|c: char| {
+            matches!(c, ':' | ';' | '.' | '[' | ']' | '{' | '}' | '?' | '!')
+        });
+        without_place(w)
+    })
+    .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
+    .filter(|w| w.rsplit('/').next().is_some_and(|name| name.contains('.')))
+    .map(str::to_owned)
+}
+
+/// `path` without a place after it: `:line`, `:line:column` or a test's `::name`.
+fn without_place(path: &str) -> &str {
+    if let Some((file, _)) = path.split_once("::") {
+        return file;
+    }
+    let mut file = path;
+    for _ in 0..2 {
+        match file.rsplit_once(':') {
+            Some((head, number))
+                if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                file = head
+            }
+            _ => break,
+        }
+    }
+    file
 }
 
 /// A line of the user's that states a constraint.
@@ -187,6 +243,45 @@ pub(super) fn argument_strings(message: &Value) -> Vec<String> {
 }
 
 /// Every string in `value`, in order.
+/// Argument keys whose value is text an agent writes into a file (Claude Code's Write, Edit
+/// and MultiEdit, the text editor tool's `create` and `str_replace`): the paths such text names
+/// (an `#include`, a README's example) are what the file says, not files the agent acted on.
+const WRITTEN_TEXT_KEYS: [&str; 7] = [
+    "content",
+    "contents",
+    "file_text",
+    "old_string",
+    "new_string",
+    "old_str",
+    "new_str",
+];
+
+/// The strings of a message's tool-call arguments that may name a file the agent acts on: every
+/// string but the text it writes into a file.
+fn acted_on_strings(message: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for call in message["tool_calls"].as_array().into_iter().flatten() {
+        let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
+        match serde_json::from_str::<Value>(arguments) {
+            Ok(value) => walk_acted_on(&value, &mut out),
+            Err(_) => out.push(arguments.to_owned()),
+        }
+    }
+    out
+}
+
+fn walk_acted_on(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| walk_acted_on(v, out)),
+        Value::Object(map) => map
+            .iter()
+            .filter(|(key, _)| !WRITTEN_TEXT_KEYS.contains(&key.as_str()))
+            .for_each(|(_, v)| walk_acted_on(v, out)),
+        _ => {}
+    }
+}
+
 fn walk_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
     match value {
         Value::String(s) => out.push(s),
@@ -282,16 +377,74 @@ mod tests {
     #[test]
     fn paths_are_read_from_the_arguments_strings_not_their_json() {
         let mut facts = Facts::default();
-        let content = "#include <vsla/core.h>\nsee src/a.rs\n- src/b.rs";
-        let arguments = json!({"file_path": "src/c.rs", "content": content}).to_string();
+        let command = "cat src/a.rs\nls src/b.rs";
+        let arguments = json!({"command": command, "cwd": "/w"}).to_string();
         facts.learn(
             &json!({"role": "assistant", "content": null, "tool_calls": [
             {"id": "c", "type": "function",
-             "function": {"name": "write", "arguments": arguments}}]}),
+             "function": {"name": "bash", "arguments": arguments}}]}),
         );
         assert_eq!(
             facts.paths.iter().collect::<Vec<_>>(),
-            ["src/a.rs", "src/b.rs", "src/c.rs", "vsla/core.h"]
+            ["src/a.rs", "src/b.rs"]
+        );
+    }
+
+    #[test]
+    fn the_text_a_call_writes_into_a_file_names_no_path_acted_on() {
+        let mut facts = Facts::default();
+        let content = "#include <vsla/core.h>\nsee /path/to/your.db";
+        let write = json!({"file_path": "src/c.rs", "content": content}).to_string();
+        let edit = json!({"file_path": "src/d.rs", "edits": [
+            {"old_string": "use a/b.rs;", "new_string": "use a/c.rs;"}]})
+        .to_string();
+        facts.learn(
+            &json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "w", "type": "function", "function": {"name": "Write", "arguments": write}},
+            {"id": "e", "type": "function", "function": {"name": "MultiEdit", "arguments": edit}}]}),
+        );
+        assert_eq!(
+            facts.paths.iter().collect::<Vec<_>>(),
+            ["src/c.rs", "src/d.rs"]
+        );
+    }
+
+    #[test]
+    fn a_path_is_the_file_a_word_names_without_its_markup_or_place() {
+        let mut facts = Facts::default();
+        let text = "Changed **lib/a.ex** and <created>lib/b.ts</created>; see lib/c.ex:58:13, \
+                    tests/t.py::test_x, ~/.ssh/id.pub? and **/*.json";
+        facts.learn(&json!({"role": "user", "content": text}));
+        assert_eq!(
+            facts.paths.iter().collect::<Vec<_>>(),
+            [
+                "**/*.json",
+                "lib/a.ex",
+                "lib/b.ts",
+                "lib/c.ex",
+                "tests/t.py",
+                "~/.ssh/id.pub"
+            ]
+        );
+        // The summary's plain `lib/a.ex` keeps the fact the emphasised word named.
+        assert_eq!(facts.kept_in("- lib/a.ex (last: Edit)").paths, (1, 6));
+    }
+
+    #[test]
+    fn the_facts_a_view_misses_are_named_and_counted_alike() {
+        let mut facts = Facts::default();
+        facts
+            .learn(&json!({"role": "user", "content": "Fix the parser\nin src/a.rs and src/b.rs"}));
+        facts.learn(&json!({"role": "tool", "content": "error: no field `x`"}));
+        let view = "- Fix the parser\n- src/b.rs (last: Edit)";
+        let missed = facts.missed_in(view);
+        assert_eq!(missed.paths, ["src/a.rs"]);
+        assert_eq!(missed.errors, ["error: no field `x`"]);
+        assert!(missed.requests.is_empty());
+        let kept = facts.kept_in(view);
+        assert_eq!(
+            (kept.paths, kept.errors, kept.requests),
+            ((1, 2), (0, 1), (1, 1))
         );
     }
 }

@@ -132,7 +132,8 @@ impl Meter {
             None => report.effective_input_cost += sent as f64,
         }
         let text = view_text(view);
-        let kept = known.facts.kept_in(&text);
+        let missed = known.facts.missed_in(&text);
+        let kept = known.facts.kept(&missed);
         self.kept_sum += kept.share();
         if let Some(next) = known.next {
             let recalls = known.observed.recalls(next, &text);
@@ -145,6 +146,7 @@ impl Meter {
             }
         }
         report.facts_end = kept;
+        report.facts_missed_end = missed;
         report.series.push(chart::Point {
             turn: report.turns,
             tokens_sent: sent,

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::baselines::Baseline;
 use super::chart;
-use super::facts::Kept;
+use super::facts::{Kept, Missed};
 
 impl Report {
     /// The chart of the totals: ctxd's policy, then each baseline.
@@ -63,6 +63,8 @@ pub struct SessionReport {
     pub recall_cost: f64,
     /// Facts held by the last view, by kind (kept, of).
     pub facts_end: Kept,
+    /// The facts the last view does not hold, by kind: what to read when `facts_kept_end` is low.
+    pub facts_missed_end: Missed,
     /// The share of facts held at the end, and on average over the turns.
     pub facts_kept_end: f64,
     pub facts_kept_mean: f64,

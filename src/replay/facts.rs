@@ -227,22 +227,9 @@ fn is_constraint(line: &str) -> bool {
 /// The strings of a message's tool-call arguments as they read, not as their JSON (where a line
 /// break is `\n`, part of the word before it): each argument's, or the text that is not JSON.
 pub(super) fn argument_strings(message: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    for call in message["tool_calls"].as_array().into_iter().flatten() {
-        let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
-        match serde_json::from_str::<Value>(arguments) {
-            Ok(value) => {
-                let mut strings = Vec::new();
-                walk_strings(&value, &mut strings);
-                out.extend(strings.into_iter().map(str::to_owned));
-            }
-            Err(_) => out.push(arguments.to_owned()),
-        }
-    }
-    out
+    strings_of_arguments(message, &[])
 }
 
-/// Every string in `value`, in order.
 /// Argument keys whose value is text an agent writes into a file (Claude Code's Write, Edit
 /// and MultiEdit, the text editor tool's `create` and `str_replace`): the paths such text names
 /// (an `#include`, a README's example) are what the file says, not files the agent acted on.
@@ -259,34 +246,35 @@ const WRITTEN_TEXT_KEYS: [&str; 7] = [
 /// The strings of a message's tool-call arguments that may name a file the agent acts on: every
 /// string but the text it writes into a file.
 fn acted_on_strings(message: &Value) -> Vec<String> {
+    strings_of_arguments(message, &WRITTEN_TEXT_KEYS)
+}
+
+/// The strings of a message's tool-call arguments but those under the `skipped` keys.
+fn strings_of_arguments(message: &Value, skipped: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
     for call in message["tool_calls"].as_array().into_iter().flatten() {
         let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
         match serde_json::from_str::<Value>(arguments) {
-            Ok(value) => walk_acted_on(&value, &mut out),
+            Ok(value) => {
+                let mut strings = Vec::new();
+                walk_strings(&value, skipped, &mut strings);
+                out.extend(strings.into_iter().map(str::to_owned));
+            }
             Err(_) => out.push(arguments.to_owned()),
         }
     }
     out
 }
 
-fn walk_acted_on(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(s) => out.push(s.clone()),
-        Value::Array(items) => items.iter().for_each(|v| walk_acted_on(v, out)),
-        Value::Object(map) => map
-            .iter()
-            .filter(|(key, _)| !WRITTEN_TEXT_KEYS.contains(&key.as_str()))
-            .for_each(|(_, v)| walk_acted_on(v, out)),
-        _ => {}
-    }
-}
-
-fn walk_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+/// Every string in `value` but those under the `skipped` keys, in order.
+fn walk_strings<'a>(value: &'a Value, skipped: &[&str], out: &mut Vec<&'a str>) {
     match value {
         Value::String(s) => out.push(s),
-        Value::Array(items) => items.iter().for_each(|v| walk_strings(v, out)),
-        Value::Object(map) => map.values().for_each(|v| walk_strings(v, out)),
+        Value::Array(items) => items.iter().for_each(|v| walk_strings(v, skipped, out)),
+        Value::Object(map) => map
+            .iter()
+            .filter(|(key, _)| !skipped.contains(&key.as_str()))
+            .for_each(|(_, v)| walk_strings(v, skipped, out)),
         _ => {}
     }
 }
@@ -294,7 +282,7 @@ fn walk_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
 /// Every string of a rendered view, joined: what the model reads.
 pub fn view_text(view: &Value) -> String {
     let mut strings = Vec::new();
-    walk_strings(view, &mut strings);
+    walk_strings(view, &[], &mut strings);
     let mut out = String::with_capacity(strings.iter().map(|s| s.len() + 1).sum());
     for s in strings {
         out.push_str(s);

@@ -533,7 +533,7 @@ fn unshown_paths(text: &str, shown: &str) -> Vec<String> {
 
 /// The words of a text that read as file paths: a `/` and a name with an extension, not a URL
 /// or an option (`src/lib.rs`, `/etc/hosts.conf`, `--out=x` is not one).
-fn file_paths(text: &str) -> impl Iterator<Item = &str> {
+pub(super) fn file_paths(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| c.is_whitespace() || "\"'`,;|&()<>=".contains(c))
         .map(|w| w.trim_matches(|c: char| ":.[]{}".contains(c)))
         .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))

@@ -24,10 +24,16 @@ impl Digest {
             .map(|&s| section_chars(s, &costs[s as usize]))
             .sum();
 
-        // Lists drop their oldest items from `start`; each drop is O(1). A request or a note
-        // dropped leaves its seq in the recall list (see `Recall`): no user message or note
-        // leaves the summary without a way back to it while that list holds it.
-        let mut start = [0usize; Section::ALL.len()];
+        // Lists drop their items in `order` (oldest first, see `Section::drop_order`); each drop
+        // is O(1). A request or a note dropped leaves its seq in the recall list (see `Recall`):
+        // no user message or note leaves the summary without a way back to it while that list
+        // holds it.
+        let order: Vec<Vec<usize>> = Section::ALL
+            .iter()
+            .map(|&s| s.drop_order(self.get(s)))
+            .collect();
+        let mut next = [0usize; Section::ALL.len()];
+        let mut dropped: Vec<Vec<bool>> = costs.iter().map(|c| vec![false; c.len()]).collect();
         let recall_at = Section::Recall as usize;
         let mut recall = Recall::read(self.sections[recall_at].first().map(String::as_str));
         let recall_cap = max_chars / 4;
@@ -35,9 +41,11 @@ impl Digest {
             for section in Section::DROP_ORDER {
                 let i = section as usize;
                 let floor = floor.min(section.kept_longest());
-                while total > max_chars && costs[i].len() - start[i] > floor {
-                    total -= costs[i][start[i]];
-                    let dropped = &self.sections[i][start[i]];
+                while total > max_chars && costs[i].len() - next[i] > floor {
+                    let at = order[i][next[i]];
+                    total -= costs[i][at];
+                    dropped[i][at] = true;
+                    let dropped = &self.sections[i][at];
                     if let (Section::Requests | Section::Notes, Some(uri)) =
                         (section, reference_of(dropped))
                     {
@@ -45,14 +53,15 @@ impl Digest {
                         recall.push(uri, recall_cap);
                         total += recall.chars();
                     }
-                    start[i] += 1;
-                    if start[i] == costs[i].len() {
+                    next[i] += 1;
+                    if next[i] == costs[i].len() {
                         total -= section.header_chars();
                     }
                 }
             }
         }
         self.sections[recall_at] = recall.entry().into_iter().collect();
+        dropped[recall_at] = vec![false; self.sections[recall_at].len()];
         for section in Section::SHORTEN_ORDER {
             let i = section as usize;
             let Some(block) = self.sections[i].first() else {
@@ -82,10 +91,11 @@ impl Digest {
         let mut text = String::with_capacity(total.min(max_chars) * 4);
         for section in Section::ALL {
             let i = section as usize;
-            let entries = self.sections[i].get(start[i]..).unwrap_or_default();
-            if entries.is_empty() {
+            if next[i] == self.sections[i].len() {
                 continue;
             }
+            let entries = self.sections[i].iter().zip(&dropped[i]);
+            let entries = entries.filter(|(_, &gone)| !gone).map(|(e, _)| e);
             text.push_str("## ");
             text.push_str(section.title());
             text.push('\n');

@@ -73,6 +73,8 @@ const PATH_KEYS: [&str; 8] = [
 /// Marks the last action on a file, and the outcome of a command, in the touched list.
 const LAST_ACTION: &str = " (last: ";
 const OUTCOME: &str = " → ";
+/// How the entry of a command that succeeded ends.
+const QUIET_OUTCOME: &str = " → ok";
 /// How often an error line was seen, after it: `line (seen 3 times)`.
 const SEEN: &str = " (seen ";
 const TIMES: &str = " times)";
@@ -204,6 +206,24 @@ impl Section {
             Section::ToolCalls => 0,
             _ => ITEMS_KEPT_LONGEST,
         }
+    }
+
+    /// The order a list's entries go in when the text is too long: oldest first; in the touched
+    /// list, commands that succeeded and name no file before the files and the other commands
+    /// (`$ git status → ok`: the tool-call and folded lists tell it, and no file is lost with
+    /// it).
+    fn drop_order(self, entries: &[String]) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..entries.len()).collect();
+        if self == Section::Touched {
+            let quiet = |e: &str| {
+                e.starts_with("$ ")
+                    && e.ends_with(QUIET_OUTCOME)
+                    && facts::file_paths(e).next().is_none()
+            };
+            // A stable sort: each group keeps its oldest first.
+            order.sort_by_key(|&i| !quiet(&entries[i]));
+        }
+        order
     }
 
     fn title(self) -> &'static str {

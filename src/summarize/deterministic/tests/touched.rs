@@ -92,3 +92,90 @@ fn commands_keep_their_outcome_files_their_last_action_and_errors_their_fix() {
     assert!(!text.contains("(last: read_file)"), "{text}");
     assert!(!text.contains("$ cargo test → failed"), "{text}");
 }
+
+/// When the touched list must give way, commands that succeeded and name no file go first,
+/// oldest first: the files, the failed command and a command naming a file stay.
+#[test]
+fn commands_that_succeeded_and_name_no_file_give_way_before_files() {
+    let mut events = vec![user(1, "Find why the parser is slow.")];
+    let mut seq = 2;
+    let mut add = |events: &mut Vec<Event>, name: &str, arguments: Value, failed: bool| {
+        let id = format!("c{seq}");
+        events.push(call(seq, &id, name, arguments));
+        events.push(result(
+            seq + 1,
+            &id,
+            if failed { "error: boom" } else { "fine" },
+            failed,
+        ));
+        seq += 2;
+    };
+    for i in 0..8 {
+        add(
+            &mut events,
+            "bash",
+            json!({"command": format!("bd show task-{i}")}),
+            false,
+        );
+        let path = format!("/home/dev/parser/src/stage_{i}.rs");
+        add(&mut events, "read_file", json!({ "path": path }), false);
+    }
+    add(
+        &mut events,
+        "bash",
+        json!({"command": "cargo build --release"}),
+        true,
+    );
+    add(
+        &mut events,
+        "bash",
+        json!({"command": "wc -l src/lexer.rs"}),
+        false,
+    );
+    for i in 8..11 {
+        add(
+            &mut events,
+            "bash",
+            json!({"command": format!("bd show task-{i}")}),
+            false,
+        );
+    }
+
+    let whole = run(&Summary::default(), &events, 100_000).summary.text;
+    assert!(whole.contains("- $ bd show task-0 → ok"), "{whole}");
+    let mut quiet_went_first = false;
+    for bound in (1_000..whole.chars().count()).rev().step_by(25) {
+        let text = run(&Summary::default(), &events, bound).summary.text;
+        assert!(text.chars().count() <= bound);
+        let list = text
+            .split("## Files and commands touched\n")
+            .nth(1)
+            .unwrap_or_default();
+        let list = list.split("\n## ").next().unwrap_or_default();
+        let files = (0..8)
+            .filter(|i| {
+                list.contains(&format!(
+                    "- /home/dev/parser/src/stage_{i}.rs (last: read_file)"
+                ))
+            })
+            .count();
+        let quiet = list.matches("- $ bd show task-").count();
+        // No file goes while more than the newest three quiet commands stay.
+        if files < 8 {
+            assert!(
+                quiet <= 3,
+                "a file went before a quiet command at {bound}:\n{list}"
+            );
+        } else if quiet < 11 {
+            quiet_went_first = true;
+            // The oldest went; the failed command and the one naming a file stay.
+            assert!(!list.contains("bd show task-0 "), "{list}");
+            assert!(
+                list.contains("- $ cargo build --release → failed"),
+                "{list}"
+            );
+            assert!(list.contains("- $ wc -l src/lexer.rs → ok"), "{list}");
+        }
+    }
+    assert!(quiet_went_first, "no bound made the touched list give way");
+}

@@ -88,23 +88,35 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
             }
             continue;
         }
+        // A row that carries no message (Claude Code's progress, queue and snapshot rows, a
+        // ctxd note) neither ends a message streamed around it nor adds one.
+        let kind = object.get("type").and_then(Value::as_str);
+        let gemini_content =
+            object.get("parts").is_some_and(Value::is_array) && object.get("content").is_none();
+        if !gemini_content
+            && !matches!(
+                kind,
+                None | Some("message" | "episode_start" | "episode_end")
+            )
+        {
+            continue;
+        }
         if let Some((_, done)) = claude_code.take() {
             messages.extend(anthropic(done));
         }
         // A Gemini `Content` (`role` user or model, `parts`), as Gemini CLI records a chat.
-        if object.get("parts").is_some_and(Value::is_array) && object.get("content").is_none() {
+        if gemini_content {
             messages.extend(gemini.read(&object));
             continue;
         }
-        match object.get("type").and_then(Value::as_str) {
+        match kind {
             // ctxd's events: only messages go to the model.
             Some("message") | None if object.get("content").is_some_and(Value::is_array) => {
                 messages.extend(anthropic(Value::Object(object)));
             }
-            Some("message") | None => messages.push(chat(object)),
             // Episodes are appended as events between turns (see `session`).
             Some("episode_start" | "episode_end") => messages.push(Value::Object(object)),
-            Some(_) => {}
+            _ => messages.push(chat(object)),
         }
     }
     if let Some((_, done)) = claude_code.take() {
@@ -239,7 +251,13 @@ fn anthropic(message: Value) -> Vec<Value> {
                 "arguments": b["input"].to_string()}})
             })
             .collect();
-        let mut chat = json!({"role": "assistant", "content": text_of(&message["content"])});
+        let text = text_of(&message["content"]);
+        // Only thinking (a turn cut off before it said or called anything): nothing the model
+        // would be sent.
+        if text.is_empty() && calls.is_empty() {
+            return Vec::new();
+        }
+        let mut chat = json!({"role": "assistant", "content": text});
         if !calls.is_empty() {
             chat["tool_calls"] = Value::Array(calls);
         }
@@ -335,6 +353,31 @@ mod tests {
         let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["user", "assistant", "tool"]);
         assert_eq!(read[1]["content"], "Looking.");
+        // A message's thinking and text streamed with a progress row between them are one
+        // message; a turn with only thinking (cut off) says nothing and is left out.
+        let rows = r#"{"type": "user", "message": {"role": "user", "content": "review it"}}
+{"type": "assistant", "message": {"id": "m1", "role": "assistant", "content": [{"type": "thinking", "thinking": "Read it first.", "signature": "s"}]}}
+{"type": "queue-operation", "operation": "enqueue"}
+{"type": "progress", "data": {}}
+{"type": "assistant", "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": "It is fine."}]}}
+{"type": "user", "message": {"role": "user", "content": "and now?"}}
+{"type": "assistant", "message": {"id": "m2", "role": "assistant", "content": [{"type": "thinking", "thinking": "Hm.", "signature": "s"}]}}
+{"type": "system", "subtype": "turn_duration"}
+{"type": "user", "message": {"role": "user", "content": "hello?"}}"#;
+        let read = super::read("claude.jsonl", rows).unwrap();
+        let said: Vec<(&str, &str)> = read
+            .iter()
+            .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                ("user", "review it"),
+                ("assistant", "It is fine."),
+                ("user", "and now?"),
+                ("user", "hello?")
+            ]
+        );
         // A sub-agent's own log (every row a sidechain) is the session it is.
         let sub_agent = r#"{"type": "user", "isSidechain": true, "agentId": "a1", "message": {"role": "user", "content": "explore"}}
 {"type": "assistant", "isSidechain": true, "agentId": "a1", "message": {"id": "m1", "role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Grep", "input": {"pattern": "x"}}]}}

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::domain::diagnostic::{Group, Located};
+use crate::domain::event::{walk_strings, WRITTEN_TEXT_KEYS};
 use crate::engine::view::reads_as_error;
 
 /// A session's facts, by kind.
@@ -230,19 +231,6 @@ pub(super) fn argument_strings(message: &Value) -> Vec<String> {
     strings_of_arguments(message, &[])
 }
 
-/// Argument keys whose value is text an agent writes into a file (Claude Code's Write, Edit
-/// and MultiEdit, the text editor tool's `create` and `str_replace`): the paths such text names
-/// (an `#include`, a README's example) are what the file says, not files the agent acted on.
-const WRITTEN_TEXT_KEYS: [&str; 7] = [
-    "content",
-    "contents",
-    "file_text",
-    "old_string",
-    "new_string",
-    "old_str",
-    "new_str",
-];
-
 /// The strings of a message's tool-call arguments that may name a file the agent acts on: every
 /// string but the text it writes into a file.
 fn acted_on_strings(message: &Value) -> Vec<String> {
@@ -264,19 +252,6 @@ fn strings_of_arguments(message: &Value, skipped: &[&str]) -> Vec<String> {
         }
     }
     out
-}
-
-/// Every string in `value` but those under the `skipped` keys, in order.
-fn walk_strings<'a>(value: &'a Value, skipped: &[&str], out: &mut Vec<&'a str>) {
-    match value {
-        Value::String(s) => out.push(s),
-        Value::Array(items) => items.iter().for_each(|v| walk_strings(v, skipped, out)),
-        Value::Object(map) => map
-            .iter()
-            .filter(|(key, _)| !skipped.contains(&key.as_str()))
-            .for_each(|(_, v)| walk_strings(v, skipped, out)),
-        _ => {}
-    }
 }
 
 /// Every string of a rendered view, joined: what the model reads.

@@ -81,6 +81,33 @@ pub struct ToolCall {
     pub arguments: Value,
 }
 
+/// Tool-call argument keys whose value is text an agent writes into a file (Claude Code's
+/// Write, Edit and MultiEdit, the text editor tool's `create` and `str_replace`): the paths such
+/// text names (an `#include`, a README's example) are what the file says, not files the call
+/// acts on.
+pub const WRITTEN_TEXT_KEYS: [&str; 7] = [
+    "content",
+    "contents",
+    "file_text",
+    "old_string",
+    "new_string",
+    "old_str",
+    "new_str",
+];
+
+/// Every string in `value` but those under the `skipped` keys, in order.
+pub fn walk_strings<'a>(value: &'a Value, skipped: &[&str], out: &mut Vec<&'a str>) {
+    match value {
+        Value::String(s) => out.push(s),
+        Value::Array(items) => items.iter().for_each(|v| walk_strings(v, skipped, out)),
+        Value::Object(map) => map
+            .iter()
+            .filter(|(key, _)| !skipped.contains(&key.as_str()))
+            .for_each(|(_, v)| walk_strings(v, skipped, out)),
+        _ => {}
+    }
+}
+
 /// Tool-call arguments as a client may send them (documentation only: the field is a `Value`).
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]

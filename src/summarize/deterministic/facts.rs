@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::*;
 use crate::domain::compaction::{is_unknown, Anchors, NOT_AVAILABLE};
 use crate::domain::diagnostic;
-use crate::domain::event::{Event, EventBody, Role, ToolCall};
+use crate::domain::event::{walk_strings, Event, EventBody, Role, ToolCall, WRITTEN_TEXT_KEYS};
 use crate::engine::view;
 
 impl Digest {
@@ -256,6 +256,25 @@ impl Digest {
                 TOOL_CALL_CHARS,
             )
         };
+        // Files its other arguments name (a sub-agent's prompt, an edit's description) are
+        // touched by the call too; not those of the text it writes into a file.
+        if let Some(object @ Value::Object(_)) = arguments {
+            let handled: Vec<&str> = PATH_KEYS
+                .iter()
+                .chain(&COMMAND_KEYS)
+                .chain(&WRITTEN_TEXT_KEYS)
+                .copied()
+                .collect();
+            let mut strings = Vec::new();
+            walk_strings(object, &handled, &mut strings);
+            for path in strings.iter().flat_map(|s| unshown_paths(s, &described)) {
+                if !paths.contains(&path) {
+                    let action = one_line(&call.name, ARGUMENT_CHARS);
+                    self.push(Section::Touched, format!("{path}{LAST_ACTION}{action})"));
+                    paths.push(path);
+                }
+            }
+        }
         self.push(Section::ToolCalls, described.clone());
         CallFacts {
             described,

@@ -54,6 +54,58 @@ fn files_named_past_an_entry_are_listed_as_touched() {
     assert!(text.contains("build/vsla"), "{text}");
 }
 
+/// The files a sub-agent is asked to read, named in its prompt, are touched by the call; the
+/// paths in the text a call writes into a file are not.
+#[test]
+fn files_named_by_any_argument_are_touched_but_not_those_of_text_written_into_a_file() {
+    let prompt = "Examine the CPU backend:\n- src/backends/cpu/vsla_cpu_linalg.c\n\
+                  - src/backends/cpu/vsla_cpu_advanced.c\nReport what is missing.";
+    let readme = "Point it at /path/to/your.db, see docs/example.md";
+    let events = [
+        user(1, "Review the CPU backend."),
+        call(
+            2,
+            "t1",
+            "Task",
+            json!({"description": "Analyze it", "prompt": prompt}),
+        ),
+        result(3, "t1", "Two functions are missing.", false),
+        call(
+            4,
+            "w1",
+            "Write",
+            json!({"file_path": "README.md", "content": readme}),
+        ),
+        result(5, "w1", "written", false),
+        call(
+            6,
+            "e1",
+            "MultiEdit",
+            json!({"file_path": "src/a.c",
+            "edits": [{"old_string": "#include <old/x.h>", "new_string": "#include <new/y.h>"}]}),
+        ),
+        result(7, "e1", "edited", false),
+    ];
+    let events: Vec<&Event> = events.iter().collect();
+    let out = summarize(SummaryRequest {
+        previous: &Summary::default(),
+        events: &events,
+        max_chars: 12_800,
+    });
+    let text = &out.summary.text;
+    for file in [
+        "src/backends/cpu/vsla_cpu_linalg.c (last: Task)",
+        "src/backends/cpu/vsla_cpu_advanced.c (last: Task)",
+        "README.md (last: Write)",
+        "src/a.c (last: MultiEdit)",
+    ] {
+        assert!(text.contains(file), "{file}: {text}");
+    }
+    for written in ["your.db", "docs/example.md", "new/y.h", "old/x.h"] {
+        assert!(!text.contains(written), "{written}: {text}");
+    }
+}
+
 #[test]
 fn commands_keep_their_outcome_files_their_last_action_and_errors_their_fix() {
     let call = |id: &str, name: &str, arguments: Value| ToolCall {

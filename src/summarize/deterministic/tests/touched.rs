@@ -29,12 +29,7 @@ fn files_named_past_an_entry_are_listed_as_touched() {
         event(3, EventBody::Message(asking)),
         result(4, "c1", "done", false),
     ];
-    let events: Vec<&Event> = events.iter().collect();
-    let out = summarize(SummaryRequest {
-        previous: &Summary::default(),
-        events: &events,
-        max_chars: 12_800,
-    });
+    let out = run(&Summary::default(), &events, 12_800);
     let text = &out.summary.text;
     for file in &files {
         assert!(text.contains(file.as_str()), "{file}: {text}");
@@ -86,12 +81,7 @@ fn files_named_by_any_argument_are_touched_but_not_those_of_text_written_into_a_
         ),
         result(7, "e1", "edited", false),
     ];
-    let events: Vec<&Event> = events.iter().collect();
-    let out = summarize(SummaryRequest {
-        previous: &Summary::default(),
-        events: &events,
-        max_chars: 12_800,
-    });
+    let out = run(&Summary::default(), &events, 12_800);
     let text = &out.summary.text;
     for file in [
         "src/backends/cpu/vsla_cpu_linalg.c (last: Task)",

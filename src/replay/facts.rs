@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::domain::diagnostic::{Group, Located};
-use crate::domain::event::{walk_strings, WRITTEN_TEXT_KEYS};
+use crate::domain::event::{named_path, walk_strings, WRITTEN_TEXT_KEYS};
 use crate::engine::view::reads_as_error;
 
 /// A session's facts, by kind.
@@ -100,8 +100,9 @@ impl Facts {
 
     /// How many of these facts a view holds that misses `missed` of them.
     pub fn kept(&self, missed: &Missed) -> Kept {
-        let count =
-            |set: &BTreeSet<String>, missed: &[String]| (set.len() - missed.len(), set.len());
+        let count = |set: &BTreeSet<String>, missed: &[String]| {
+            (set.len().saturating_sub(missed.len()), set.len())
+        };
         Kept {
             paths: count(&self.paths, &missed.paths),
             errors: count(&self.errors, &missed.errors),
@@ -174,38 +175,10 @@ fn paths(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| {
         c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | '(' | ')' | '<' | '>')
     })
-    .map(|w| {
-        let w = match w.strip_prefix("**").and_then(|w| w.strip_suffix("**")) {
-            Some(emphasised) => emphasised,
-            None => w,
-        };
-        let w = w.trim_matches(|c: char| {
-            matches!(c, ':' | ';' | '.' | '[' | ']' | '{' | '}' | '?' | '!')
-        });
-        without_place(w)
-    })
+    .map(named_path)
     .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
     .filter(|w| w.rsplit('/').next().is_some_and(|name| name.contains('.')))
     .map(str::to_owned)
-}
-
-/// `path` without a place after it: `:line`, `:line:column` or a test's `::name`.
-fn without_place(path: &str) -> &str {
-    if let Some((file, _)) = path.split_once("::") {
-        return file;
-    }
-    let mut file = path;
-    for _ in 0..2 {
-        match file.rsplit_once(':') {
-            Some((head, number))
-                if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) =>
-            {
-                file = head
-            }
-            _ => break,
-        }
-    }
-    file
 }
 
 /// A line of the user's that states a constraint.
@@ -376,21 +349,24 @@ mod tests {
     fn a_path_is_the_file_a_word_names_without_its_markup_or_place() {
         let mut facts = Facts::default();
         let text = "Changed **lib/a.ex** and <created>lib/b.ts</created>; see lib/c.ex:58:13, \
-                    tests/t.py::test_x, ~/.ssh/id.pub? and **/*.json";
+                    tests/t.py::test_x, ~/.ssh/id.pub? and **/*.json; **lib/d.ex**: and \
+                    ../shared/e.rs.";
         facts.learn(&json!({"role": "user", "content": text}));
         assert_eq!(
             facts.paths.iter().collect::<Vec<_>>(),
             [
                 "**/*.json",
+                "../shared/e.rs",
                 "lib/a.ex",
                 "lib/b.ts",
                 "lib/c.ex",
+                "lib/d.ex",
                 "tests/t.py",
                 "~/.ssh/id.pub"
             ]
         );
         // The summary's plain `lib/a.ex` keeps the fact the emphasised word named.
-        assert_eq!(facts.kept_in("- lib/a.ex (last: Edit)").paths, (1, 6));
+        assert_eq!(facts.kept_in("- lib/a.ex (last: Edit)").paths, (1, 8));
     }
 
     #[test]

@@ -82,10 +82,10 @@ pub struct ToolCall {
 }
 
 /// Tool-call argument keys whose value is text an agent writes into a file (Claude Code's
-/// Write, Edit and MultiEdit, the text editor tool's `create` and `str_replace`): the paths such
-/// text names (an `#include`, a README's example) are what the file says, not files the call
-/// acts on.
-pub const WRITTEN_TEXT_KEYS: [&str; 7] = [
+/// Write, Edit, MultiEdit and NotebookEdit, the text editor tool's `create`, `str_replace` and
+/// `insert`): the paths such text names (an `#include`, a README's example) are what the file
+/// says, not files the call acts on.
+pub const WRITTEN_TEXT_KEYS: [&str; 9] = [
     "content",
     "contents",
     "file_text",
@@ -93,6 +93,8 @@ pub const WRITTEN_TEXT_KEYS: [&str; 7] = [
     "new_string",
     "old_str",
     "new_str",
+    "insert_text",
+    "new_source",
 ];
 
 /// Every string in `value` but those under the `skipped` keys, in order.
@@ -106,6 +108,41 @@ pub fn walk_strings<'a>(value: &'a Value, skipped: &[&str], out: &mut Vec<&'a st
             .for_each(|(_, v)| walk_strings(v, skipped, out)),
         _ => {}
     }
+}
+
+/// The path a word names, read without what surrounds it in prose or a tool's output: the
+/// emphasis around it (`**src/a.rs**`), the punctuation after it (`src/a.rs:`, `~/.ssh?`) and
+/// its place (`src/a.rs:58:13`, `tests/t.py::test_x`). A leading `./` or `../` is kept: it is
+/// part of the path. Whether the word is a path at all is the caller's to judge.
+pub fn named_path(word: &str) -> &str {
+    fn trim_end(w: &str) -> &str {
+        w.trim_end_matches([':', ';', '.', '[', ']', '{', '}', '?', '!'])
+    }
+    let word = trim_end(word.trim_start_matches([':', ';', '[', ']', '{', '}']));
+    let word = match word.strip_prefix("**").and_then(|w| w.strip_suffix("**")) {
+        Some(emphasised) => trim_end(emphasised),
+        None => word,
+    };
+    without_place(word)
+}
+
+/// `path` without a place after it: `:line`, `:line:column` or a test's `::name`.
+fn without_place(path: &str) -> &str {
+    if let Some((file, _)) = path.split_once("::") {
+        return file;
+    }
+    let mut file = path;
+    for _ in 0..2 {
+        match file.rsplit_once(':') {
+            Some((head, number))
+                if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                file = head
+            }
+            _ => break,
+        }
+    }
+    file
 }
 
 /// Tool-call arguments as a client may send them (documentation only: the field is a `Value`).

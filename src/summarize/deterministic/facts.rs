@@ -8,7 +8,9 @@ use serde_json::Value;
 use super::*;
 use crate::domain::compaction::{is_unknown, Anchors, NOT_AVAILABLE};
 use crate::domain::diagnostic;
-use crate::domain::event::{walk_strings, Event, EventBody, Role, ToolCall, WRITTEN_TEXT_KEYS};
+use crate::domain::event::{
+    named_path, walk_strings, Event, EventBody, Role, ToolCall, WRITTEN_TEXT_KEYS,
+};
 use crate::engine::view;
 
 impl Digest {
@@ -256,8 +258,9 @@ impl Digest {
                 TOOL_CALL_CHARS,
             )
         };
-        // Files its other arguments name (a sub-agent's prompt, an edit's description) are
-        // touched by the call too; not those of the text it writes into a file.
+        // Files its other arguments name (a sub-agent's prompt, a to-do item) are listed as
+        // named by the call, not those of the text it writes into a file. Named is not changed:
+        // they are not among the files a later success counts as its fix.
         if let Some(object @ Value::Object(_)) = arguments {
             let handled: Vec<&str> = PATH_KEYS
                 .iter()
@@ -267,11 +270,14 @@ impl Digest {
                 .collect();
             let mut strings = Vec::new();
             walk_strings(object, &handled, &mut strings);
+            let mut listed: HashSet<String> = paths.iter().cloned().collect();
+            let action = one_line(&call.name, ARGUMENT_CHARS);
             for path in strings.iter().flat_map(|s| unshown_paths(s, &described)) {
-                if !paths.contains(&path) {
-                    let action = one_line(&call.name, ARGUMENT_CHARS);
-                    self.push(Section::Touched, format!("{path}{LAST_ACTION}{action})"));
-                    paths.push(path);
+                if listed.insert(path.clone()) {
+                    self.push(
+                        Section::Touched,
+                        format!("{path}{LAST_ACTION}named by {action})"),
+                    );
                 }
             }
         }
@@ -550,11 +556,12 @@ fn unshown_paths(text: &str, shown: &str) -> Vec<String> {
         .collect()
 }
 
-/// The words of a text that read as file paths: a `/` and a name with an extension, not a URL
-/// or an option (`src/lib.rs`, `/etc/hosts.conf`, `--out=x` is not one).
+/// The words of a text that read as file paths: a `/` and a name with an extension, not a URL,
+/// an option or a glob (`src/lib.rs`, `/etc/hosts.conf`; `--out=x` is not one), each read as
+/// the file it names ([`named_path`]: `**src/a.rs**` and `src/a.rs:58:13` are `src/a.rs`).
 pub(super) fn file_paths(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| c.is_whitespace() || "\"'`,;|&()<>=".contains(c))
-        .map(|w| w.trim_matches(|c: char| ":.[]{}".contains(c)))
+        .map(named_path)
         .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
         .filter(|w| !w.starts_with('-') && !w.contains('*'))
         .filter(|w| {

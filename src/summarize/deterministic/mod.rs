@@ -210,8 +210,7 @@ impl Section {
 
     /// The order a list's entries go in when the text is too long: oldest first; in the touched
     /// list, commands that succeeded and name no file before the files and the other commands
-    /// (`$ git status → ok`: the tool-call and folded lists tell it, and no file is lost with
-    /// it).
+    /// (`$ git status → ok` says the least: nothing failed, and no file is lost with it).
     fn drop_order(self, entries: &[String]) -> Vec<usize> {
         let mut order: Vec<usize> = (0..entries.len()).collect();
         if self == Section::Touched {

@@ -84,8 +84,8 @@ fn files_named_by_any_argument_are_touched_but_not_those_of_text_written_into_a_
     let out = run(&Summary::default(), &events, 12_800);
     let text = &out.summary.text;
     for file in [
-        "src/backends/cpu/vsla_cpu_linalg.c (last: Task)",
-        "src/backends/cpu/vsla_cpu_advanced.c (last: Task)",
+        "src/backends/cpu/vsla_cpu_linalg.c (last: named by Task)",
+        "src/backends/cpu/vsla_cpu_advanced.c (last: named by Task)",
         "README.md (last: Write)",
         "src/a.c (last: MultiEdit)",
     ] {
@@ -133,6 +133,37 @@ fn commands_keep_their_outcome_files_their_last_action_and_errors_their_fix() {
     }
     assert!(!text.contains("(last: read_file)"), "{text}");
     assert!(!text.contains("$ cargo test → failed"), "{text}");
+}
+
+/// A file a call only names (a to-do item, a sub-agent's prompt) is listed as named by it, read
+/// as the file it is (without its emphasis, punctuation or place; `../` kept), and is not
+/// counted as a change that fixed an error.
+#[test]
+fn a_file_a_call_only_names_is_listed_as_named_and_is_not_a_fix() {
+    let test = json!({"command": "cargo test"});
+    let todo = json!({"todos": [{"content": "Fix src/z.rs", "status": "in_progress",
+        "activeForm": "Fixing **src/z.rs**: the rounding at src/y.rs:58:13, then ../lib/x.rs?"}]});
+    let events = [
+        user(1, "make the tests pass"),
+        call(2, "a", "shell", test.clone()),
+        result(3, "a", "running 3 tests\nFAILED tests::rounding", true),
+        call(4, "b", "TodoWrite", todo),
+        result(5, "b", "ok", false),
+        call(6, "c", "shell", test),
+        result(7, "c", "test result: ok. 3 passed", false),
+    ];
+    let out = run(&Summary::default(), &events, 4000);
+    let text = &out.summary.text;
+    for expected in [
+        "- src/z.rs (last: named by TodoWrite)\n",
+        "- src/y.rs (last: named by TodoWrite)\n",
+        "- ../lib/x.rs (last: named by TodoWrite)\n",
+        "FAILED tests::rounding (later succeeded)",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    assert!(!text.contains("58:13 (last"), "{text}");
+    assert!(!text.contains("fixed after changing"), "{text}");
 }
 
 /// When the touched list must give way, commands that succeeded and name no file go first,

@@ -261,15 +261,17 @@ impl Digest {
         // Files its other arguments name (a sub-agent's prompt, a to-do item) are listed as
         // named by the call, not those of the text it writes into a file. Named is not changed:
         // they are not among the files a later success counts as its fix.
-        if let Some(object @ Value::Object(_)) = arguments {
-            let handled: Vec<&str> = PATH_KEYS
-                .iter()
-                .chain(&COMMAND_KEYS)
-                .chain(&WRITTEN_TEXT_KEYS)
-                .copied()
-                .collect();
+        // The path and command arguments read above are the top level's only: a `path` inside
+        // a list of files is read here.
+        if let Some(Value::Object(map)) = arguments {
             let mut strings = Vec::new();
-            walk_strings(object, &handled, &mut strings);
+            let read_above = PATH_KEYS.iter().chain(&COMMAND_KEYS);
+            let skipped: Vec<&str> = read_above.chain(&WRITTEN_TEXT_KEYS).copied().collect();
+            for (key, value) in map {
+                if !skipped.contains(&key.as_str()) {
+                    walk_strings(value, &WRITTEN_TEXT_KEYS, &mut strings);
+                }
+            }
             let mut listed: HashSet<String> = paths.iter().cloned().collect();
             let action = one_line(&call.name, ARGUMENT_CHARS);
             for path in strings.iter().flat_map(|s| unshown_paths(s, &described)) {

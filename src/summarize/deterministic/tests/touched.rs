@@ -80,6 +80,13 @@ fn files_named_by_any_argument_are_touched_but_not_those_of_text_written_into_a_
             "edits": [{"old_string": "#include <old/x.h>", "new_string": "#include <new/y.h>"}]}),
         ),
         result(7, "e1", "edited", false),
+        call(
+            8,
+            "r1",
+            "read_many",
+            json!({"files": [{"path": "src/b.rs"}, {"path": "src/c.rs"}]}),
+        ),
+        result(9, "r1", "two files", false),
     ];
     let out = run(&Summary::default(), &events, 12_800);
     let text = &out.summary.text;
@@ -88,6 +95,8 @@ fn files_named_by_any_argument_are_touched_but_not_those_of_text_written_into_a_
         "src/backends/cpu/vsla_cpu_advanced.c (last: named by Task)",
         "README.md (last: Write)",
         "src/a.c (last: MultiEdit)",
+        "src/b.rs (last: named by read_many)",
+        "src/c.rs (last: named by read_many)",
     ] {
         assert!(text.contains(file), "{file}: {text}");
     }

@@ -258,17 +258,16 @@ impl Digest {
                 TOOL_CALL_CHARS,
             )
         };
-        // Files its other arguments name (a sub-agent's prompt, a to-do item) are listed as
-        // named by the call, not those of the text it writes into a file. Named is not changed:
-        // they are not among the files a later success counts as its fix.
-        // The path and command arguments read above are the top level's only: a `path` inside
-        // a list of files is read here.
+        // Files its other arguments name (a sub-agent's prompt, a to-do item, a `path` inside a
+        // list of files: only the top level's path and command keys were read above) are
+        // listed as named by the call, but not those of the text it writes into a file. Named
+        // is not changed: they are not among the files a later success counts as its fix.
         if let Some(Value::Object(map)) = arguments {
             let mut strings = Vec::new();
-            let read_above = PATH_KEYS.iter().chain(&COMMAND_KEYS);
-            let skipped: Vec<&str> = read_above.chain(&WRITTEN_TEXT_KEYS).copied().collect();
             for (key, value) in map {
-                if !skipped.contains(&key.as_str()) {
+                let key = key.as_str();
+                let read_above = PATH_KEYS.contains(&key) || COMMAND_KEYS.contains(&key);
+                if !read_above && !WRITTEN_TEXT_KEYS.contains(&key) {
                     walk_strings(value, &WRITTEN_TEXT_KEYS, &mut strings);
                 }
             }

@@ -106,8 +106,9 @@ async fn a_larger_window_names_more_error_lines_of_a_reduced_result() {
 }
 
 /// A C build that reports one message at thirty places of a file and two other errors, shown
-/// as an excerpt in a small window: the message is one line naming its places, so the other
-/// errors are named too, where the first four lines would all have been the one message.
+/// as an excerpt in a small window: the message is one line naming its thirty places, as the
+/// summary would, so the other errors are named too, where the first four lines would all have
+/// been the one message.
 #[tokio::test]
 async fn one_message_at_many_places_is_one_error_line_of_a_reduced_result() {
     let mut text: String = (0..1_500).map(|i| format!("gcc -c src/f{i}.c\n")).collect();
@@ -125,6 +126,7 @@ async fn one_message_at_many_places_is_one_error_line_of_a_reduced_result() {
             .starts_with("src/t.c: error: invalid use of incomplete typedef ‘t’ (at 80:5, 81:5,"),
         "{shown}"
     );
+    assert!(entries[0].ends_with(", 108:5, 109:5)"), "{shown}");
     assert_eq!(
         entries[1],
         "src/k.c:437:46: error: ‘t’ has no member named ‘data’"

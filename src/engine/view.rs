@@ -344,8 +344,10 @@ fn error_lines(text: &str, max: usize) -> Vec<&str> {
 /// Lines read from an output per error entry: a compiler's message at many places of one file
 /// is one entry.
 const LINES_PER_ERROR_ENTRY: usize = 8;
-/// The places an entry of a reduced item names, in characters.
-const PLACES_CHARS: usize = 120;
+/// The places an entry of one compiler message at many places names, in characters, in a
+/// reduced item and in the summary alike: about thirty `line:column` pairs. A preview that named
+/// fewer than the summary lost the places past its half until the output was folded.
+pub const PLACES_CHARS: usize = 240;
 
 /// At most `max` entries (a session's
 /// [`error_lines`](crate::domain::session::SessionConfig::error_lines)) for the error lines of

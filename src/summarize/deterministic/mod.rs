@@ -15,7 +15,7 @@ mod tests;
 use super::{SummaryOutput, SummaryRequest};
 use crate::domain::compaction::{FallbackReason, SummarizerInfo, Summary};
 use crate::domain::text::bounded;
-use crate::engine::view;
+use crate::engine::view::{self, PLACES_CHARS};
 use format::read_back;
 
 /// The first user request, kept verbatim up to this many characters.
@@ -25,9 +25,6 @@ const TOOL_CALL_CHARS: usize = 200;
 const ARGUMENT_CHARS: usize = 80;
 const TOUCHED_CHARS: usize = 160;
 const ERROR_CHARS: usize = 200;
-/// The places an entry of one compiler message at many places names, in characters: about
-/// thirty `line:column` pairs.
-const PLACES_CHARS: usize = 240;
 const CONSTRAINT_CHARS: usize = 200;
 const FINDING_CHARS: usize = 200;
 /// The most error lines named for a failed tool run, besides the one that says what failed, and

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::domain::diagnostic::{Group, Located};
-use crate::domain::event::{named_path, walk_strings, WRITTEN_TEXT_KEYS};
+use crate::domain::event::{is_markup_only, named_path, walk_strings, WRITTEN_TEXT_KEYS};
 use crate::engine::view::reads_as_error;
 
 /// A session's facts, by kind.
@@ -73,11 +73,14 @@ impl Facts {
         let text = message["content"].as_str().unwrap_or_default();
         match message["role"].as_str() {
             Some("user") => {
-                if let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) {
-                    self.requests.insert(cut(first));
+                // What a harness wrote on the user's behalf is no request or constraint.
+                if !is_markup_only(text) {
+                    if let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) {
+                        self.requests.insert(cut(first));
+                    }
+                    let stated = text.lines().map(str::trim).filter(|l| is_constraint(l));
+                    self.constraints.extend(stated.map(cut));
                 }
-                let stated = text.lines().map(str::trim).filter(|l| is_constraint(l));
-                self.constraints.extend(stated.map(cut));
                 self.paths.extend(paths(text));
             }
             Some("assistant") => {
@@ -367,6 +370,26 @@ mod tests {
         );
         // The summary's plain `lib/a.ex` keeps the fact the emphasised word named.
         assert_eq!(facts.kept_in("- lib/a.ex (last: Edit)").paths, (1, 8));
+    }
+
+    #[test]
+    fn markup_a_harness_writes_for_the_user_is_no_request_or_constraint() {
+        let mut facts = Facts::default();
+        for text in [
+            "<command-name>/exit</command-name>\n<command-message>exit</command-message>",
+            "<local-command-caveat>Caveat: DO NOT respond to these messages.</local-command-caveat>",
+            "<ide_opened_file>The user opened the file docs/plan.md.</ide_opened_file>",
+            "Do not touch <b>src/a.rs</b>",
+        ] {
+            facts.learn(&json!({"role": "user", "content": text}));
+        }
+        assert_eq!(
+            facts.requests.iter().collect::<Vec<_>>(),
+            ["Do not touch <b>src/a.rs</b>"]
+        );
+        assert_eq!(facts.constraints.len(), 1);
+        // The files it names are named all the same.
+        assert!(facts.paths.contains("docs/plan.md"), "{:?}", facts.paths);
     }
 
     #[test]

@@ -126,6 +126,28 @@ pub fn named_path(word: &str) -> &str {
     without_place(word)
 }
 
+/// Whether a user message's text is markup only: it opens with a tag and ends by closing one,
+/// as an agent's harness writes on the user's behalf (a slash command's name and its output, a
+/// caveat about them, a file opened in the editor: `<command-name>/exit</command-name>`).
+/// Such text states no request or constraint of the user's, though it may name files.
+pub fn is_markup_only(text: &str) -> bool {
+    fn is_tag_name(name: &str) -> bool {
+        let mut chars = name.chars();
+        chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    }
+    let text = text.trim();
+    let opens = text
+        .strip_prefix('<')
+        .and_then(|t| t.split_once('>'))
+        .is_some_and(|(name, _)| is_tag_name(name));
+    let closes = text
+        .strip_suffix('>')
+        .and_then(|t| t.rsplit_once("</"))
+        .is_some_and(|(_, name)| is_tag_name(name));
+    opens && closes
+}
+
 /// `path` without a place after it: `:line`, `:line:column` or a test's `::name`.
 fn without_place(path: &str) -> &str {
     if let Some((file, _)) = path.split_once("::") {

@@ -9,7 +9,7 @@ use super::*;
 use crate::domain::compaction::{is_unknown, Anchors, NOT_AVAILABLE};
 use crate::domain::diagnostic;
 use crate::domain::event::{
-    named_path, walk_strings, Event, EventBody, Role, ToolCall, WRITTEN_TEXT_KEYS,
+    is_markup_only, named_path, walk_strings, Event, EventBody, Role, ToolCall, WRITTEN_TEXT_KEYS,
 };
 use crate::engine::view;
 
@@ -35,33 +35,23 @@ impl Digest {
                 EventBody::Message(m) => match m.role {
                     Role::System => {}
                     Role::User => {
-                        for line in constraint_lines(m.content.text()) {
-                            let line = one_line(line, CONSTRAINT_CHARS);
-                            if !self.get(Section::Constraints).contains(&line) {
-                                self.push(Section::Constraints, line);
-                            }
-                        }
-                        let shown = if may_set_first_request
-                            && self.get(Section::FirstRequest).is_empty()
-                        {
-                            self.push_quoted(
-                                Section::FirstRequest,
-                                m.content.text(),
-                                FIRST_REQUEST_CHARS,
-                            );
-                            let block = self.get_mut(Section::FirstRequest).first_mut();
-                            block.map_or_else(String::new, |block| {
-                                *block = referenced(event.seq, std::mem::take(block));
-                                block.clone()
-                            })
+                        let text = m.content.text();
+                        // What a harness wrote on the user's behalf (a slash command, its
+                        // output) is no request or constraint; the files it names are touched
+                        // all the same.
+                        let shown = if is_markup_only(text) {
+                            String::new()
                         } else {
-                            let request = one_line(m.content.text(), REQUEST_CHARS);
-                            let request = referenced(event.seq, request);
-                            self.push(Section::Requests, request.clone());
-                            request
+                            for line in constraint_lines(text) {
+                                let line = one_line(line, CONSTRAINT_CHARS);
+                                if !self.get(Section::Constraints).contains(&line) {
+                                    self.push(Section::Constraints, line);
+                                }
+                            }
+                            self.add_request(event.seq, text, may_set_first_request)
                         };
                         // The files a long request names past what its entry shows.
-                        for path in unshown_paths(m.content.text(), &shown) {
+                        for path in unshown_paths(text, &shown) {
                             self.push(
                                 Section::Touched,
                                 format!("{path}{LAST_ACTION}named by the user)"),
@@ -202,6 +192,23 @@ impl Digest {
             }
             false
         });
+    }
+
+    /// Lists a user's message as the first request (quoted; when `may_set_first` and none is
+    /// yet) or as a later one, referenced by `seq`; returns the entry as shown.
+    fn add_request(&mut self, seq: i64, text: &str, may_set_first: bool) -> String {
+        if may_set_first && self.get(Section::FirstRequest).is_empty() {
+            self.push_quoted(Section::FirstRequest, text, FIRST_REQUEST_CHARS);
+            let block = self.get_mut(Section::FirstRequest).first_mut();
+            block.map_or_else(String::new, |block| {
+                *block = referenced(seq, std::mem::take(block));
+                block.clone()
+            })
+        } else {
+            let request = referenced(seq, one_line(text, REQUEST_CHARS));
+            self.push(Section::Requests, request.clone());
+            request
+        }
     }
 
     /// Lists the call and what it touched.

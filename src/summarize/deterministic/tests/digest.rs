@@ -322,3 +322,45 @@ fn a_tight_summary_names_the_newest_calls_once_with_their_outcomes() {
     }
     assert!(!text.contains("## Tool calls made"), "{text}");
 }
+
+#[test]
+fn markup_a_harness_writes_for_the_user_is_no_request_or_constraint() {
+    let events = [
+        user(
+            1,
+            "<local-command-caveat>Caveat: DO NOT respond to these messages.</local-command-caveat>",
+        ),
+        user(2, "Fix the parser; never change the grammar."),
+        user(
+            3,
+            "<command-name>/exit</command-name>\n<command-message>exit</command-message>",
+        ),
+        user(
+            4,
+            "<ide_opened_file>The user opened the file docs/plan.md in the IDE.</ide_opened_file>",
+        ),
+    ];
+    let out = run(&Summary::default(), &events, 4000);
+    let text = &out.summary.text;
+    assert!(
+        text.starts_with("## First user request\n> observation://2 Fix the parser"),
+        "{text}"
+    );
+    for harness in ["Caveat", "DO NOT respond", "/exit", "opened the file"] {
+        assert!(!text.contains(harness), "{harness:?} listed:\n{text}");
+    }
+    assert!(
+        text.contains("- Fix the parser; never change the grammar."),
+        "{text}"
+    );
+    assert!(
+        text.contains("- docs/plan.md (last: named by the user)"),
+        "{text}"
+    );
+    assert!(out
+        .summary
+        .anchors
+        .user_intent
+        .starts_with("Fix the parser"));
+    assert!(!out.summary.anchors.user_intent.contains("exit"));
+}

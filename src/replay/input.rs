@@ -57,7 +57,8 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
     let mut claude_code: Option<(String, Value)> = None;
     let mut gemini = Gemini::default();
     for (i, item) in items.into_iter().enumerate() {
-        if parent && claude_code_row(&item) && sub_agent_row(&item) || compact_summary_row(&item) {
+        let sub_agents = parent && claude_code_row(&item) && sub_agent_row(&item);
+        if sub_agents || compact_summary_row(&item) {
             continue;
         }
         let Value::Object(mut object) = item else {

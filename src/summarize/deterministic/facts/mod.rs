@@ -1,17 +1,23 @@
 //! Fact extraction: what the newly covered events say (requests, tool calls, files and
 //! commands touched, errors, notes, episode conclusions, the last plan), and the anchors.
+//! A tool call's facts are read in [`calls`], the error lines of outputs in [`errors`], the
+//! sentences of messages that state a constraint or a finding in [`sentences`].
+
+mod calls;
+mod errors;
+mod sentences;
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::Value;
-
 use super::*;
 use crate::domain::compaction::{is_unknown, Anchors, NOT_AVAILABLE};
-use crate::domain::diagnostic;
-use crate::domain::event::{
-    is_markup_only, named_path, walk_strings, Event, EventBody, Role, ToolCall, WRITTEN_TEXT_KEYS,
-};
-use crate::engine::view;
+use crate::domain::event::{is_markup_only, Event, EventBody, Role};
+pub(super) use calls::file_paths;
+use calls::{unshown_paths, CallFacts};
+use errors::error_entries;
+pub(super) use errors::error_line;
+use sentences::constraint_lines;
+pub(super) use sentences::finding_sentences;
 
 impl Digest {
     /// Adds the facts of `events`. `may_set_first_request` is false when the previous summary is
@@ -211,92 +217,6 @@ impl Digest {
         }
     }
 
-    /// Lists the call and what it touched.
-    pub(super) fn add_tool_call(&mut self, call: &ToolCall) -> CallFacts {
-        let mut paths = Vec::new();
-        let mut command = None;
-        let parsed;
-        let arguments = match &call.arguments {
-            Value::String(text) => {
-                parsed = serde_json::from_str::<Value>(text).ok();
-                parsed.as_ref()
-            }
-            other => Some(other),
-        };
-        let mut named = Vec::new();
-        if let Some(Value::Object(map)) = arguments {
-            for key in PATH_KEYS.iter().chain(&COMMAND_KEYS).chain(&OTHER_KEYS) {
-                let Some(value) = map.get(*key).and_then(argument_text) else {
-                    continue;
-                };
-                if PATH_KEYS.contains(key) {
-                    let path = one_line(&value, TOUCHED_CHARS);
-                    self.push(
-                        Section::Touched,
-                        format!(
-                            "{path}{LAST_ACTION}{})",
-                            one_line(&call.name, ARGUMENT_CHARS)
-                        ),
-                    );
-                    paths.push(path);
-                } else if COMMAND_KEYS.contains(key) {
-                    let shown = one_line(&format!("$ {value}"), TOUCHED_CHARS);
-                    // A long command (a build line, a `git add` of many files) names files
-                    // past what its entry shows: each is listed as touched by the call.
-                    for path in unshown_paths(&value, &shown) {
-                        let action = one_line(&call.name, ARGUMENT_CHARS);
-                        self.push(Section::Touched, format!("{path}{LAST_ACTION}{action})"));
-                        paths.push(path);
-                    }
-                    self.push(Section::Touched, shown);
-                    command = Some(self.get(Section::Touched).len() - 1);
-                }
-                named.push(format!("{key}={}", one_line(&value, ARGUMENT_CHARS)));
-            }
-        } else if arguments.is_none() {
-            // Arguments that are not JSON at all: show their start, it is all there is.
-            named.push(one_line(&call.arguments_text(), ARGUMENT_CHARS));
-        }
-        let described = if named.is_empty() {
-            one_line(&call.name, TOOL_CALL_CHARS)
-        } else {
-            one_line(
-                &format!("{}({})", call.name, named.join(", ")),
-                TOOL_CALL_CHARS,
-            )
-        };
-        // Files its other arguments name (a sub-agent's prompt, a to-do item, a `path` inside a
-        // list of files: only the top level's path and command keys were read above) are
-        // listed as named by the call, but not those of the text it writes into a file. Named
-        // is not changed: they are not among the files a later success counts as its fix.
-        if let Some(Value::Object(map)) = arguments {
-            let mut strings = Vec::new();
-            for (key, value) in map {
-                let key = key.as_str();
-                let read_above = PATH_KEYS.contains(&key) || COMMAND_KEYS.contains(&key);
-                if !read_above && !WRITTEN_TEXT_KEYS.contains(&key) {
-                    walk_strings(value, &WRITTEN_TEXT_KEYS, &mut strings);
-                }
-            }
-            let mut listed: HashSet<String> = paths.iter().cloned().collect();
-            let action = one_line(&call.name, ARGUMENT_CHARS);
-            for path in strings.iter().flat_map(|s| unshown_paths(s, &described)) {
-                if listed.insert(path.clone()) {
-                    self.push(
-                        Section::Touched,
-                        format!("{path}{LAST_ACTION}named by {action})"),
-                    );
-                }
-            }
-        }
-        self.push(Section::ToolCalls, described.clone());
-        CallFacts {
-            described,
-            command,
-            paths,
-        }
-    }
-
     /// Keeps one entry per file or command, at the place it was last touched, with its last
     /// action or outcome.
     pub(super) fn dedupe_touched(&mut self) {
@@ -320,37 +240,6 @@ impl Digest {
             .collect();
         newest_first.reverse();
         *self.get_mut(Section::Touched) = newest_first;
-    }
-
-    /// Keeps one entry per error line, where it was last seen, with how many times it was: a
-    /// test that fails run after run is one line, not one per run, and the room goes to
-    /// distinct errors. A compiler's message in one file is one entry naming its places, the
-    /// places of every run it was seen in ([`grouped_entries`]).
-    pub(super) fn dedupe_errors(&mut self) {
-        let errors = grouped_entries(std::mem::take(self.get_mut(Section::Errors)));
-        let mut times: HashMap<String, usize> = HashMap::new();
-        let lines: Vec<String> = errors
-            .into_iter()
-            .map(|entry| {
-                let (line, n) = split_times(entry);
-                *times.entry(line.clone()).or_default() += n;
-                line
-            })
-            .collect();
-        let mut newest_first: Vec<String> = lines
-            .into_iter()
-            .rev()
-            .filter_map(|line| {
-                let n = times.remove(&line)?;
-                Some(if n > 1 {
-                    format!("{line}{SEEN}{n}{TIMES}")
-                } else {
-                    line
-                })
-            })
-            .collect();
-        newest_first.reverse();
-        *self.get_mut(Section::Errors) = newest_first;
     }
 
     /// The anchors these facts support; "N/A" where they say nothing.
@@ -396,206 +285,5 @@ impl Digest {
             tried_solution: anchor(latest.error.as_deref()),
             next_step: anchor(latest.plan.as_deref()),
         }
-    }
-}
-
-/// What a tool call was: its description, its command's entry in the touched list, the files
-/// it named.
-pub(super) struct CallFacts {
-    described: String,
-    command: Option<usize>,
-    paths: Vec<String>,
-}
-
-/// The lines of a user's message that state a constraint: "never…", "do not…", "must…",
-/// "always…", "only…", "without…". What the agent must keep honouring long after the turn.
-pub(super) fn constraint_lines(text: &str) -> impl Iterator<Item = &str> {
-    const WORDS: [&str; 8] = [
-        " never ",
-        " do not ",
-        " don't ",
-        " must ",
-        " always ",
-        " only ",
-        " without ",
-        " should not ",
-    ];
-    text.lines()
-        .map(str::trim)
-        .filter(|line| says_any(line, 8, &WORDS))
-}
-
-/// Whether `text`, at least `min_len` bytes long, holds one of `words` in any case. The words
-/// are lower case, with a space on each side that must be a word's edge.
-fn says_any(text: &str, min_len: usize, words: &[&str]) -> bool {
-    if text.len() < min_len {
-        return false;
-    }
-    let lower = format!(" {} ", text.to_lowercase());
-    words.iter().any(|w| lower.contains(w))
-}
-
-/// The sentences of an assistant's message that say what it found or decided, and why: "…
-/// because …", "the issue is …", "instead of …", "… didn't work". A fold keeps them, so that the
-/// agent does not try again what it ruled out or forget why it chose what it did.
-pub(super) fn finding_sentences(text: &str) -> impl Iterator<Item = &str> {
-    const WORDS: [&str; 14] = [
-        " because ",
-        " decided ",
-        " decision",
-        " instead of ",
-        " root cause",
-        " the issue is ",
-        " the problem is ",
-        " the bug is ",
-        " turns out ",
-        " doesn't work",
-        " does not work",
-        " didn't work",
-        " did not work",
-        " won't work",
-    ];
-    text.lines()
-        .flat_map(sentences)
-        .filter(|sentence| says_any(sentence, 20, &WORDS))
-}
-
-/// The sentences of one line: split after `.`, `!` or `?` and a space, trimmed. Reads the line
-/// once.
-fn sentences(line: &str) -> impl Iterator<Item = &str> {
-    let mut rest = line.trim();
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        // After an ASCII mark: a character boundary.
-        let end = rest
-            .as_bytes()
-            .windows(2)
-            .position(|w| matches!(w[0], b'.' | b'!' | b'?') && w[1] == b' ')
-            .map_or(rest.len(), |i| i + 1);
-        let (sentence, after) = rest.split_at(end);
-        rest = after.trim_start();
-        Some(sentence.trim())
-    })
-}
-
-/// The line of a failed tool's output that says what went wrong: the last line of a Python
-/// traceback, else the first line that reads as an error (`error[E…]`, `error:`, `Error:`,
-/// `FAILED`, `panicked at`), else the first line. Build tools print progress first
-/// ("Compiling billing v0.3.1"), which says nothing of the failure.
-pub(super) fn error_line(text: &str, max_chars: usize) -> String {
-    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
-    if text.contains("Traceback (most recent call last):") {
-        if let Some(last) = lines().next_back() {
-            return one_line(last, max_chars);
-        }
-    }
-    let reads_as_error = |line: &str| {
-        let lower = line.to_ascii_lowercase();
-        lower.starts_with("error[e")
-            || lower.starts_with("error:")
-            || line.starts_with("FAILED")
-            || line.contains(" FAILED")
-            || line.contains("panicked at")
-            || line.contains("Error:")
-    };
-    match lines().find(|l| reads_as_error(l)) {
-        Some(line) => one_line(line, max_chars),
-        None => first_line(text, max_chars),
-    }
-}
-
-/// At most `max` entries for the error lines of one output ([`view::error_entries`]).
-fn error_entries(text: &str, max: usize) -> Vec<String> {
-    let entries = view::error_entries(text, max, PLACES_CHARS);
-    let entries = entries.iter();
-    entries
-        .map(|e| one_line(e, ERROR_CHARS + PLACES_CHARS))
-        .collect()
-}
-
-/// `entries` with the diagnostics of one message in one file merged where the newest was
-/// ([`diagnostic::grouped`]); an entry that says how often it was seen stays as it is.
-fn grouped_entries(entries: Vec<String>) -> Vec<String> {
-    let mut counted = Vec::new();
-    let once = entries.into_iter().enumerate().filter_map(|(i, entry)| {
-        let (line, n) = split_times(entry);
-        if n > 1 {
-            counted.push((i, format!("{line}{SEEN}{n}{TIMES}")));
-            None
-        } else {
-            Some(line)
-        }
-    });
-    let mut out: Vec<String> = diagnostic::grouped(once)
-        .into_iter()
-        .map(|entry| entry.render(PLACES_CHARS))
-        .collect();
-    // Counted entries are not grouped: back where they were, as near as the merges allow.
-    for (i, entry) in counted {
-        out.insert(i.min(out.len()), entry);
-    }
-    out
-}
-
-/// How many times an error entry says its line was seen, and the line without it.
-fn split_times(entry: String) -> (String, usize) {
-    let counted = entry
-        .strip_suffix(TIMES)
-        .and_then(|rest| rest.rsplit_once(SEEN))
-        .and_then(|(line, n)| Some((line.len(), n.parse::<usize>().ok()?)));
-    match counted {
-        Some((len, n)) if n > 1 => {
-            let mut line = entry;
-            line.truncate(len);
-            (line, n)
-        }
-        _ => (entry, 1),
-    }
-}
-
-/// The file paths `text` names that its summary entry `shown` does not, once each, in order.
-fn unshown_paths(text: &str, shown: &str) -> Vec<String> {
-    let mut seen = HashSet::new();
-    file_paths(text)
-        .filter(|p| !shown.contains(p) && seen.insert(*p))
-        .map(|p| one_line(p, TOUCHED_CHARS))
-        .collect()
-}
-
-/// The words of a text that read as file paths: a `/` and a name with an extension, not a URL,
-/// an option or a glob (`src/lib.rs`, `/etc/hosts.conf`; `--out=x` is not one), each read as
-/// the file it names ([`named_path`]: `**src/a.rs**` and `src/a.rs:58:13` are `src/a.rs`).
-pub(super) fn file_paths(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| c.is_whitespace() || "\"'`,;|&()<>=".contains(c))
-        .map(named_path)
-        .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
-        .filter(|w| !w.starts_with('-') && !w.contains('*'))
-        .filter(|w| {
-            w.rsplit('/')
-                .next()
-                .is_some_and(|name| name.contains('.') && !name.starts_with('.'))
-        })
-}
-
-/// The text an argument value shows: strings as they are, lists of scalars joined by spaces.
-pub(super) fn argument_text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        Value::Array(items) => {
-            let parts: Vec<String> = items
-                .iter()
-                .filter_map(|v| match v {
-                    Value::String(s) => Some(s.clone()),
-                    Value::Number(n) => Some(n.to_string()),
-                    _ => None,
-                })
-                .collect();
-            (!parts.is_empty()).then(|| parts.join(" "))
-        }
-        _ => None,
     }
 }

@@ -1,0 +1,116 @@
+//! The error lines of tool outputs: the one that says what failed, and one entry per
+//! compiler message, counted across runs.
+
+use std::collections::HashMap;
+
+use super::super::*;
+use crate::domain::diagnostic;
+use crate::engine::view;
+
+impl Digest {
+    /// Keeps one entry per error line, where it was last seen, with how many times it was: a
+    /// test that fails run after run is one line, not one per run, and the room goes to
+    /// distinct errors. A compiler's message in one file is one entry naming its places, the
+    /// places of every run it was seen in ([`grouped_entries`]).
+    pub(in crate::summarize::deterministic) fn dedupe_errors(&mut self) {
+        let errors = grouped_entries(std::mem::take(self.get_mut(Section::Errors)));
+        let mut times: HashMap<String, usize> = HashMap::new();
+        let lines: Vec<String> = errors
+            .into_iter()
+            .map(|entry| {
+                let (line, n) = split_times(entry);
+                *times.entry(line.clone()).or_default() += n;
+                line
+            })
+            .collect();
+        let mut newest_first: Vec<String> = lines
+            .into_iter()
+            .rev()
+            .filter_map(|line| {
+                let n = times.remove(&line)?;
+                Some(if n > 1 {
+                    format!("{line}{SEEN}{n}{TIMES}")
+                } else {
+                    line
+                })
+            })
+            .collect();
+        newest_first.reverse();
+        *self.get_mut(Section::Errors) = newest_first;
+    }
+}
+
+/// The line of a failed tool's output that says what went wrong: the last line of a Python
+/// traceback, else the first line that reads as an error (`error[E…]`, `error:`, `Error:`,
+/// `FAILED`, `panicked at`), else the first line. Build tools print progress first
+/// ("Compiling billing v0.3.1"), which says nothing of the failure.
+pub(in crate::summarize::deterministic) fn error_line(text: &str, max_chars: usize) -> String {
+    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    if text.contains("Traceback (most recent call last):") {
+        if let Some(last) = lines().next_back() {
+            return one_line(last, max_chars);
+        }
+    }
+    let reads_as_error = |line: &str| {
+        let lower = line.to_ascii_lowercase();
+        lower.starts_with("error[e")
+            || lower.starts_with("error:")
+            || line.starts_with("FAILED")
+            || line.contains(" FAILED")
+            || line.contains("panicked at")
+            || line.contains("Error:")
+    };
+    match lines().find(|l| reads_as_error(l)) {
+        Some(line) => one_line(line, max_chars),
+        None => first_line(text, max_chars),
+    }
+}
+
+/// At most `max` entries for the error lines of one output ([`view::error_entries`]).
+pub(super) fn error_entries(text: &str, max: usize) -> Vec<String> {
+    let entries = view::error_entries(text, max, PLACES_CHARS);
+    let entries = entries.iter();
+    entries
+        .map(|e| one_line(e, ERROR_CHARS + PLACES_CHARS))
+        .collect()
+}
+
+/// `entries` with the diagnostics of one message in one file merged where the newest was
+/// ([`diagnostic::grouped`]); an entry that says how often it was seen stays as it is.
+fn grouped_entries(entries: Vec<String>) -> Vec<String> {
+    let mut counted = Vec::new();
+    let once = entries.into_iter().enumerate().filter_map(|(i, entry)| {
+        let (line, n) = split_times(entry);
+        if n > 1 {
+            counted.push((i, format!("{line}{SEEN}{n}{TIMES}")));
+            None
+        } else {
+            Some(line)
+        }
+    });
+    let mut out: Vec<String> = diagnostic::grouped(once)
+        .into_iter()
+        .map(|entry| entry.render(PLACES_CHARS))
+        .collect();
+    // Counted entries are not grouped: back where they were, as near as the merges allow.
+    for (i, entry) in counted {
+        out.insert(i.min(out.len()), entry);
+    }
+    out
+}
+
+/// How many times an error entry says its line was seen, and the line without it.
+fn split_times(entry: String) -> (String, usize) {
+    let counted = entry
+        .strip_suffix(TIMES)
+        .and_then(|rest| rest.rsplit_once(SEEN))
+        .and_then(|(line, n)| Some((line.len(), n.parse::<usize>().ok()?)));
+    match counted {
+        Some((len, n)) if n > 1 => {
+            let mut line = entry;
+            line.truncate(len);
+            (line, n)
+        }
+        _ => (entry, 1),
+    }
+}

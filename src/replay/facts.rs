@@ -3,7 +3,8 @@
 //! error lines of tool outputs, the user's requests and the constraints they state ("never…",
 //! "do not…", "must…"). A fact is kept when its text is in the view's text (verbatim, or in the
 //! summary; its words in order, whatever their spacing), or, for a compiler's diagnostic, when a
-//! line names its message in its file at its place among others.
+//! line names its message in its file at its place among others. A line that lists what shares
+//! a place (a directory's files, a file's diagnostics) stands for the lines it lists.
 
 use std::collections::BTreeSet;
 
@@ -117,6 +118,9 @@ impl Facts {
 
     /// The facts `view_text` does not hold, by kind, in order.
     pub fn missed_in(&self, view_text: &str) -> Missed {
+        // A line that lists what shares a place stands for the lines it lists.
+        let expanded = format!("{view_text}\n{}", expanded_places(view_text));
+        let view_text = expanded.as_str();
         // A fact kept with its spacing changed is kept: a summary writes a line's runs of
         // spaces (a table's columns, a request typed with two spaces) as one.
         let squeezed_view = squeezed(view_text);
@@ -153,6 +157,37 @@ pub struct Missed {
     pub requests: Vec<String>,
     pub constraints: Vec<String>,
     pub planted: Vec<String>,
+}
+
+/// The lines that lines listing what shares a place stand for, one per line: a directory's
+/// files (`in src/: a.c (Edit), b.c (Read)` names `src/a.c` and `src/b.c`) and a file's
+/// diagnostics (`in src/a.c: 12:5: error: x; error: y (at 3:1, 4:1)` states
+/// `src/a.c:12:5: error: x` and `src/a.c: error: y (at 3:1, 4:1)`).
+fn expanded_places(view_text: &str) -> String {
+    let mut out = String::new();
+    for line in view_text.lines() {
+        let line = line.trim_start_matches(['-', '>', '*', ' ']);
+        let Some((place, items)) = line.strip_prefix("in ").and_then(|l| l.split_once(": ")) else {
+            continue;
+        };
+        if place.contains(' ') {
+            continue;
+        }
+        if place.ends_with('/') {
+            for item in items.split(", ") {
+                if let Some((name, _)) = item.split_once(" (") {
+                    out.push_str(&format!("{place}{name}\n"));
+                }
+            }
+        } else {
+            for item in items.split("; ") {
+                let at_place = item.starts_with(|c: char| c.is_ascii_digit());
+                let between = if at_place { ":" } else { ": " };
+                out.push_str(&format!("{place}{between}{item}\n"));
+            }
+        }
+    }
+    out
 }
 
 /// `text` with each run of whitespace (line breaks too) written as one space.
@@ -370,6 +405,41 @@ mod tests {
         );
         // The summary's plain `lib/a.ex` keeps the fact the emphasised word named.
         assert_eq!(facts.kept_in("- lib/a.ex (last: Edit)").paths, (1, 8));
+    }
+
+    #[test]
+    fn a_path_is_kept_where_a_line_lists_its_file_among_its_directorys() {
+        let mut facts = Facts::default();
+        let text = "Compare /home/dev/p/src/a.c, /home/dev/p/src/b.c, /home/dev/p/c.c and src/d.c";
+        facts.learn(&json!({"role": "user", "content": text}));
+        let view = "## Files and commands touched\n\
+                    - in /home/dev/p/src/: a.c (Read), b.c (named by the user)\n\
+                    - in src/: c.c (Edit)\n\
+                    - in /home/dev/p/src/: d.c, e.c\n\
+                    in /home/dev/p/ src/: c.c (Read)";
+        let missed = facts.missed_in(view);
+        // `c.c` is listed in another directory; `d.c` is not named as a file line names one.
+        assert_eq!(missed.paths, ["/home/dev/p/c.c", "src/d.c"]);
+    }
+
+    #[test]
+    fn an_error_is_kept_where_a_line_lists_it_among_its_files() {
+        let mut facts = Facts::default();
+        let output = "src/t.c:20:1: error: expected ‘;’\nsrc/t.c:31:9: error: ‘x’ undeclared\n\
+                      src/t.c:44:2: error: ‘y’ undeclared\nsrc/u.c:3:1: error: stray ‘@’";
+        facts.learn(&json!({"role": "tool", "content": output}));
+        let view =
+            "- in src/t.c: 20:1: error: expected ‘;’; error: ‘x’ undeclared (at 2:1, 31:9)\n\
+                    - in src/t.c/: 44:2: error: ‘y’ undeclared (Read)\n\
+                    - in src/v.c: 3:1: error: stray ‘@’";
+        // `y` is listed as a file of a directory, the stray `@` in another file.
+        assert_eq!(
+            facts.missed_in(view).errors,
+            [
+                "src/t.c:44:2: error: ‘y’ undeclared",
+                "src/u.c:3:1: error: stray ‘@’"
+            ]
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Formatting: the sections rendered within the size bound, and a summary this module wrote
 //! read back so that the next call extends it rather than nesting it.
 
+use super::lines::Lines;
 use super::*;
 use crate::domain::text::prefix_chars;
 
@@ -23,6 +24,17 @@ impl Digest {
             .iter()
             .map(|&s| section_chars(s, &costs[s as usize]))
             .sum();
+        // Touched files are shown one line per directory, errors one line per file (`lines`).
+        let mut shared: Vec<Option<Lines>> = Section::ALL
+            .iter()
+            .map(|&s| Some(Lines::new(s.shared()?, self.get(s))))
+            .collect();
+        for (i, lines) in shared.iter().enumerate() {
+            if let Some(lines) = lines.as_ref().filter(|_| !costs[i].is_empty()) {
+                total -= costs[i].iter().sum::<usize>();
+                total += lines.chars(&self.sections[i]);
+            }
+        }
 
         // Lists drop their items in `order` (oldest first, see `Section::drop_order`); each drop
         // is O(1). A request or a note dropped leaves its seq in the recall list (see `Recall`):
@@ -43,11 +55,14 @@ impl Digest {
                 let floor = floor.min(section.kept_longest());
                 while total > max_chars && costs[i].len() - next[i] > floor {
                     let at = order[i][next[i]];
-                    total -= costs[i][at];
+                    let entry = &self.sections[i][at];
+                    total -= match &mut shared[i] {
+                        Some(lines) => lines.drop(at, entry),
+                        None => costs[i][at],
+                    };
                     dropped[i][at] = true;
-                    let dropped = &self.sections[i][at];
                     if let (Section::Requests | Section::Notes, Some(uri)) =
-                        (section, reference_of(dropped))
+                        (section, reference_of(entry))
                     {
                         total -= recall.chars();
                         recall.push(uri, recall_cap);
@@ -89,13 +104,25 @@ impl Digest {
         }
 
         let mut text = String::with_capacity(total.min(max_chars) * 4);
+        let mut lines_shown: Vec<String>;
         for section in Section::ALL {
             let i = section as usize;
             if next[i] == self.sections[i].len() {
                 continue;
             }
-            let entries = self.sections[i].iter().zip(&dropped[i]);
-            let entries = entries.filter(|(_, &gone)| !gone).map(|(e, _)| e);
+            let entries: Vec<&str> = match &shared[i] {
+                Some(lines) => {
+                    lines_shown = lines.render(&self.sections[i], &dropped[i]);
+                    lines_shown.iter().map(String::as_str).collect()
+                }
+                None => {
+                    let entries = self.sections[i].iter().zip(&dropped[i]);
+                    entries
+                        .filter(|(_, &gone)| !gone)
+                        .map(|(e, _)| e.as_str())
+                        .collect()
+                }
+            };
             text.push_str("## ");
             text.push_str(section.title());
             text.push('\n');
@@ -139,7 +166,10 @@ pub(super) fn read_back(text: &str) -> Option<Digest> {
             quoted.push(content);
         } else {
             let item = line.strip_prefix("- ")?;
-            digest.push(section, item.to_owned());
+            match section.shared().and_then(|kind| kind.expand(item)) {
+                Some(entries) => digest.get_mut(section).extend(entries),
+                None => digest.push(section, item.to_owned()),
+            }
         }
     }
     flush_quoted(&mut digest, current, &mut quoted);

@@ -9,6 +9,7 @@
 
 mod facts;
 mod format;
+mod lines;
 #[cfg(test)]
 mod tests;
 
@@ -243,6 +244,15 @@ impl Section {
 
     fn from_title(title: &str) -> Option<Section> {
         Section::ALL.into_iter().find(|s| s.title() == title)
+    }
+
+    /// What the entries of a list share, shown once on a line for all of them (`lines`).
+    fn shared(self) -> Option<lines::Kind> {
+        match self {
+            Section::Touched => Some(lines::Kind::Directories),
+            Section::Errors => Some(lines::Kind::Files),
+            _ => None,
+        }
     }
 
     /// Quoted sections hold one verbatim block; the others hold one-line items.

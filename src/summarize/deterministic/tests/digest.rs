@@ -309,15 +309,16 @@ fn a_tight_summary_names_the_newest_calls_once_with_their_outcomes() {
             seq,
             &id,
             "read_file",
-            json!({"path": format!("src/m{i}.rs")}),
+            // A directory each: no line lists two of them.
+            json!({"path": format!("src/m{i}/mod.rs")}),
         ));
         events.push(result(seq + 1, &id, "fn f() {}", false));
     }
-    let text = run(&Summary::default(), &events, 900).summary.text;
-    assert!(text.chars().count() <= 900, "{text}");
+    let text = run(&Summary::default(), &events, 1_000).summary.text;
+    assert!(text.chars().count() <= 1_000, "{text}");
     for i in 17..20 {
         let seq = 3 + 2 * i;
-        let folded = format!("- observation://{seq} read_file(path=src/m{i}.rs) → ok");
+        let folded = format!("- observation://{seq} read_file(path=src/m{i}/mod.rs) → ok");
         assert!(text.contains(&folded), "missing {folded:?} in\n{text}");
     }
     assert!(!text.contains("## Tool calls made"), "{text}");

@@ -77,7 +77,7 @@ fn a_larger_summary_names_more_error_lines_of_a_failed_run() {
         (1..=60)
             .filter(|i| {
                 let line = format!("src/unified.c:{i}:12: error: no member named 'field{i}'");
-                out.summary.text.contains(&line)
+                states_error(&out.summary.text, &line)
             })
             .count()
     };
@@ -104,7 +104,7 @@ fn a_build_that_lost_its_exit_status_names_as_many_errors_as_a_failed_one() {
         (1..=40)
             .filter(|i| {
                 let line = format!("src/unified.c:{i}:12: error: no member named 'field{i}'");
-                out.summary.text.contains(&line)
+                states_error(&out.summary.text, &line)
             })
             .count()
     };
@@ -240,7 +240,8 @@ fn a_tight_summary_drops_old_touched_files_before_a_builds_errors() {
     let mut events = vec![user(1, "port the tensor code")];
     for n in 0..80 {
         let id = format!("r{n}");
-        let path = format!("src/backends/cpu/module_{n}.c");
+        // A directory each: no line lists two of them.
+        let path = format!("src/backends/cpu_{n}/module_{n}.c");
         events.push(call(2 + 2 * n, &id, "read_file", json!({ "path": path })));
         events.push(result(3 + 2 * n, &id, "int x;", false));
     }
@@ -260,4 +261,74 @@ fn a_tight_summary_drops_old_touched_files_before_a_builds_errors() {
         );
     }
     assert!(!text.contains("module_0.c"), "{text}");
+}
+
+/// The errors seen in one file share a line, each with its place (a message seen at many
+/// places once, with them all); a message that itself holds the line's separator keeps a line
+/// of its own, as does the line that says what a run failed with. A later summary reads the
+/// line back as the same errors: a new one of the file joins it, and nothing is listed twice.
+#[test]
+fn a_files_errors_share_a_line_that_a_later_summary_reads_back() {
+    let output = "src/t.c:10:5: error: unknown type name ‘vec_t’\n\
+                  src/t.c:20:1: error: expected ‘;’ before ‘}’ token\n\
+                  src/t.c:31:9: error: ‘x’ undeclared\n\
+                  src/t.c:32:9: error: ‘x’ undeclared\n\
+                  src/t.c:40:2: error: conflicting types for ‘f’; have ‘int(void)’\n\
+                  src/u.c:3:1: error: stray ‘@’ in program";
+    let events = [
+        user(1, "fix the build"),
+        call(2, "m", "bash", json!({"command": "make"})),
+        result(3, "m", output, true),
+    ];
+    let first = run(&Summary::default(), &events, 8_000).summary;
+    let text = &first.text;
+    assert!(
+        text.contains(
+            "- in src/t.c: 20:1: error: expected ‘;’ before ‘}’ token; \
+             error: ‘x’ undeclared (at 31:9, 32:9)\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("- src/t.c:40:2: error: conflicting types for ‘f’; have ‘int(void)’\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- src/u.c:3:1: error: stray ‘@’ in program\n"),
+        "{text}"
+    );
+
+    let again = [
+        call(4, "m2", "bash", json!({"command": "make"})),
+        result(
+            5,
+            "m2",
+            "src/t.c:50:3: error: too few arguments to ‘g’\n\
+             src/t.c:51:1: error: ‘h’ undeclared",
+            true,
+        ),
+    ];
+    let text = run(&first, &again, 8_000).summary.text;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("- in src/t.c: "))
+        .unwrap_or_default();
+    for item in [
+        "20:1: error: expected ‘;’ before ‘}’ token",
+        "error: ‘x’ undeclared (at 31:9, 32:9)",
+        "51:1: error: ‘h’ undeclared",
+    ] {
+        assert!(line.contains(item), "{item}: {text}");
+    }
+    assert_eq!(text.matches("‘x’ undeclared").count(), 1, "{text}");
+    // A call's first error names the call, so it keeps a line of its own.
+    assert!(
+        text.contains("- bash(command=make) → src/t.c:50:3: error: too few arguments to ‘g’\n"),
+        "{text}"
+    );
+    let same = Summary {
+        text: text.clone(),
+        ..Summary::default()
+    };
+    assert_eq!(run(&same, &[], 8_000).summary.text, text);
 }

@@ -108,6 +108,30 @@ pub(super) fn run(previous: &Summary, events: &[Event], max_chars: usize) -> Sum
     })
 }
 
+/// Whether `text` lists `path` as touched, last by `action`: on a line of its own
+/// (`- src/a.rs (last: Edit)`) or among its directory's files (`- in src/: a.rs (Edit), …`).
+pub(super) fn lists_file(text: &str, path: &str, action: &str) -> bool {
+    let (directory, name) = path.split_at(path.rfind('/').map_or(0, |at| at + 1));
+    let item = format!("{name} ({action})");
+    text.lines().any(|line| {
+        line == format!("- {path} (last: {action})")
+            || line
+                .strip_prefix(&format!("- in {directory}: "))
+                .is_some_and(|items| items.split(", ").any(|i| i == item))
+    })
+}
+
+/// Whether `text` states the diagnostic `line` (`src/a.c:12:5: error: …`): as it is or among
+/// its file's (`- in src/a.c: 12:5: error: …; 14:1: error: …`).
+pub(super) fn states_error(text: &str, line: &str) -> bool {
+    let (path, item) = line.split_once(':').expect("a diagnostic's path");
+    text.contains(line)
+        || text.lines().any(|l| {
+            l.strip_prefix(&format!("- in {path}: "))
+                .is_some_and(|items| items.split("; ").any(|i| i == item))
+        })
+}
+
 pub(super) fn session() -> Vec<Event> {
     let mut events = vec![
         event(

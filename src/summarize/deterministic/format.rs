@@ -49,17 +49,33 @@ impl Digest {
         let recall_at = Section::Recall as usize;
         let mut recall = Recall::read(self.sections[recall_at].first().map(String::as_str));
         let recall_cap = max_chars / 4;
+        // The characters each list takes as rendered, its header included.
+        let mut listed: Vec<usize> = Section::ALL
+            .iter()
+            .map(|&s| {
+                let i = s as usize;
+                match &shared[i] {
+                    Some(lines) if !costs[i].is_empty() => {
+                        s.header_chars() + lines.chars(&self.sections[i])
+                    }
+                    _ => section_chars(s, &costs[i]),
+                }
+            })
+            .collect();
         for floor in [ITEMS_KEPT_LONGEST, 0] {
-            for section in Section::DROP_ORDER {
+            for (section, share) in Section::drop_steps() {
                 let i = section as usize;
                 let floor = floor.min(section.kept_longest());
-                while total > max_chars && costs[i].len() - next[i] > floor {
+                let cap = (max_chars as f64 * share) as usize;
+                while total > max_chars && listed[i] > cap && costs[i].len() - next[i] > floor {
                     let at = order[i][next[i]];
                     let entry = &self.sections[i][at];
-                    total -= match &mut shared[i] {
+                    let freed = match &mut shared[i] {
                         Some(lines) => lines.drop(at, entry),
                         None => costs[i][at],
                     };
+                    total -= freed;
+                    listed[i] -= freed;
                     dropped[i][at] = true;
                     if let (Section::Requests | Section::Notes, Some(uri)) =
                         (section, reference_of(entry))
@@ -71,6 +87,7 @@ impl Digest {
                     next[i] += 1;
                     if next[i] == costs[i].len() {
                         total -= section.header_chars();
+                        listed[i] -= section.header_chars();
                     }
                 }
             }

@@ -51,6 +51,12 @@ const PLAN_CHARS: usize = 400;
 const ANCHOR_CHARS: usize = 300;
 /// How many of the newest items each list keeps while older items of other lists can still go.
 const ITEMS_KEPT_LONGEST: usize = 3;
+
+/// The share of the summary error lines keep while touched files would be dropped for them:
+/// a long build's errors, one file's messages after another's, otherwise take the whole
+/// summary and leave none of the files the agent worked on (measured in docs/benchmarks.md,
+/// "Error lines past half the summary").
+const ERRORS_SHARE: f64 = 0.5;
 /// How many recent tool calls and episodes the progress anchor names.
 const PROGRESS_ITEMS: usize = 3;
 
@@ -180,7 +186,8 @@ impl Section {
         Section::Folded,
         Section::ToolCalls,
         // Touched files and commands before errors: a failed build's errors, a line for each
-        // message however many places, are what the agent acts on next.
+        // message however many places, are what the agent acts on next. Only while the errors
+        // keep no more than their share (`drop_steps`).
         Section::Touched,
         Section::Errors,
         Section::Requests,
@@ -188,6 +195,16 @@ impl Section {
         Section::Notes,
         Section::Constraints,
     ];
+
+    /// `DROP_ORDER` as steps, each dropping a list's oldest entries while the list takes more
+    /// than a share of the summary: error lines past `ERRORS_SHARE` of it go before touched
+    /// files, then the files, then the other errors.
+    fn drop_steps() -> impl Iterator<Item = (Section, f64)> {
+        Section::DROP_ORDER.into_iter().flat_map(|s| {
+            let before = (s == Section::Touched).then_some((Section::Errors, ERRORS_SHARE));
+            before.into_iter().chain([(s, 0.0)])
+        })
+    }
 
     /// Quoted blocks, shortened when the lists alone cannot make room, last resort last.
     const SHORTEN_ORDER: [Section; 4] = [

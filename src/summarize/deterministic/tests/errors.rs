@@ -332,3 +332,35 @@ fn a_files_errors_share_a_line_that_a_later_summary_reads_back() {
     };
     assert_eq!(run(&same, &[], 8_000).summary.text, text);
 }
+
+/// Error lines keep at most half of a tight summary while touched files would go for them:
+/// past it their oldest go first, so the files the agent worked on since stay named.
+#[test]
+fn errors_past_half_a_tight_summary_give_way_to_touched_files() {
+    let mut events = vec![user(1, "port the tensor code")];
+    for n in 0..30 {
+        let id = format!("m{n}");
+        let command = format!("make unit_{n}");
+        let error = format!("src/unit_{n}.c:{n}:5: error: unknown type name ‘kind_{n}’");
+        events.push(call(2 + 2 * n, &id, "bash", json!({ "command": command })));
+        events.push(result(3 + 2 * n, &id, &error, true));
+    }
+    for n in 0..30 {
+        let id = format!("r{n}");
+        let path = format!("src/backends/cpu/module_{n}.c");
+        events.push(call(62 + 2 * n, &id, "read_file", json!({ "path": path })));
+        events.push(result(63 + 2 * n, &id, "int x;", false));
+    }
+    let text = run(&Summary::default(), &events, 3_000).summary.text;
+    let errors = text
+        .split_once("## Errors seen\n")
+        .and_then(|(_, rest)| rest.split("\n## ").next())
+        .unwrap_or_default();
+    assert!(errors.chars().count() <= 1_500, "{text}");
+    assert!(!text.contains("‘kind_0’"), "{text}");
+    assert!(text.contains("‘kind_29’"), "{text}");
+    for n in 15..30 {
+        let path = format!("src/backends/cpu/module_{n}.c");
+        assert!(lists_file(&text, &path, "read_file"), "{path}: {text}");
+    }
+}

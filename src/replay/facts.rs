@@ -209,11 +209,13 @@ fn cut(text: &str) -> String {
 /// Words that look like file paths: a `/` and an extension. A word is read as the path it
 /// names: without the markup around it (`**src/a.rs**`, `<created>src/a.rs`), the question
 /// that ends it (`~/.ssh?`) or the place after it (`src/a.rs:58:13`, `tests/t.py::test_x`).
+/// A glob (`src/**/*.rs`, `include/*.{c,h}`) is a search, not a file, and no fact.
 fn paths(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| {
         c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | '(' | ')' | '<' | '>')
     })
     .map(named_path)
+    .filter(|w| !w.contains('*'))
     .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
     .filter(|w| w.rsplit('/').next().is_some_and(|name| name.contains('.')))
     .map(str::to_owned)
@@ -393,7 +395,6 @@ mod tests {
         assert_eq!(
             facts.paths.iter().collect::<Vec<_>>(),
             [
-                "**/*.json",
                 "../shared/e.rs",
                 "lib/a.ex",
                 "lib/b.ts",
@@ -404,7 +405,29 @@ mod tests {
             ]
         );
         // The summary's plain `lib/a.ex` keeps the fact the emphasised word named.
-        assert_eq!(facts.kept_in("- lib/a.ex (last: Edit)").paths, (1, 8));
+        // `**/*.json` is a glob: no file, no fact.
+        assert_eq!(facts.kept_in("- lib/a.ex (last: Edit)").paths, (1, 7));
+    }
+
+    #[test]
+    fn a_glob_is_a_search_not_a_path_acted_on() {
+        let mut facts = Facts::default();
+        for (name, arguments) in [
+            ("Glob", json!({"pattern": "include/**/*.{c,h}"})),
+            ("bash", json!({"command": "ls src/*.rs && cat src/main.rs"})),
+        ] {
+            let arguments = arguments.to_string();
+            facts.learn(
+                &json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c", "type": "function",
+                 "function": {"name": name, "arguments": arguments}}]}),
+            );
+        }
+        facts.learn(&json!({"role": "user", "content": "look at docs/*.md and docs/a.md"}));
+        assert_eq!(
+            facts.paths.iter().collect::<Vec<_>>(),
+            ["docs/a.md", "src/main.rs"]
+        );
     }
 
     #[test]

@@ -225,3 +225,74 @@ impl Place {
 fn line_chars(entry: &str) -> usize {
     "- ".len() + entry.chars().count() + 1
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    /// Entries whose places collide often, with some a line cannot list: paths with a space
+    /// or a comma, a message holding the separator, one without a place.
+    fn entries(kind: Kind, picks: &[(usize, usize, usize)]) -> Vec<String> {
+        let places = match kind {
+            Kind::Directories => ["src/", "/home/dev/p/src/", "a b/", ""],
+            Kind::Files => ["src/a.c", "/home/dev/p/b.c", "c.rs", "no place"],
+        };
+        picks
+            .iter()
+            .map(|&(place, item, at)| {
+                let place = places[place];
+                match kind {
+                    Kind::Directories => {
+                        let name = ["a.rs", "b.c", "x y.c", "c,d.rs"][item];
+                        let action = ["Edit", "Read", "named by the user"][at];
+                        format!("{place}{name}{LAST_ACTION}{action})")
+                    }
+                    Kind::Files => {
+                        let message = ["error: x", "error: f; have g", "warning: y", "error: z"];
+                        match at {
+                            0 => format!("{place}: {} (at 1:2, 3:{item})", message[item]),
+                            _ => format!("{place}:{at}:{item}: {}", message[item]),
+                        }
+                    }
+                }
+            })
+            .collect()
+    }
+
+    proptest! {
+        /// What `chars` and `drop` count is what `render` writes, after any drops, and the
+        /// lines read back as the entries not dropped.
+        #[test]
+        fn the_cost_counted_is_the_text_rendered_and_reads_back(
+            files in any::<bool>(),
+            picks in vec((0usize..4, 0usize..4, 0usize..3), 0..24),
+            drops in vec(any::<bool>(), 24),
+        ) {
+            let kind = if files { Kind::Files } else { Kind::Directories };
+            let entries = entries(kind, &picks);
+            let mut lines = Lines::new(kind, &entries);
+            let mut cost = lines.chars(&entries);
+            let mut dropped = vec![false; entries.len()];
+            for (at, entry) in entries.iter().enumerate().filter(|(at, _)| drops[*at]) {
+                cost -= lines.drop(at, entry);
+                dropped[at] = true;
+            }
+            let rendered = lines.render(&entries, &dropped);
+            prop_assert_eq!(cost, rendered.iter().map(|l| line_chars(l)).sum::<usize>());
+
+            let mut read: Vec<String> = rendered
+                .iter()
+                .flat_map(|l| kind.expand(l).unwrap_or_else(|| vec![l.clone()]))
+                .collect();
+            let mut kept: Vec<String> = (entries.iter().zip(&dropped))
+                .filter(|(_, &gone)| !gone)
+                .map(|(e, _)| e.clone())
+                .collect();
+            read.sort();
+            kept.sort();
+            prop_assert_eq!(read, kept);
+        }
+    }
+}

@@ -82,8 +82,9 @@ fn arguments_offset(event: &Event, k: usize) -> usize {
 const ARCHIVED_ARGUMENTS_CHARS: usize = 160;
 
 /// An assistant turn whose tool exchanges the episodic policy archived: its text as it was
-/// (previewed when long), each call's arguments, when long, replaced by an object naming
-/// their size and where to recall them. Providers take any object as a past call's input.
+/// (previewed when long), each call's arguments, when long, replaced by their short ones and
+/// `archived_arguments`, naming their size and where to recall them. Providers take any
+/// object as a past call's input.
 pub fn archived_calls_message(event: &Event, chars: i64, errors: usize) -> ViewMessage<'_> {
     let mut message = if chars > PREVIEW_CHARS as i64 {
         preview_message(event, PREVIEW_CHARS, chars, errors)
@@ -101,31 +102,74 @@ pub fn archived_calls_message(event: &Event, chars: i64, errors: usize) -> ViewM
     message
 }
 
-/// `event`'s tool calls with each long argument text replaced by an object naming its size and
-/// where to recall it. Providers take any object as a past call's input.
+/// `event`'s tool calls with each long argument text replaced by its short arguments and
+/// `archived_arguments`, naming its size and where to recall it (`{"path": "src/a.rs",
+/// "archived_arguments": "4812 characters archived; recall observation://7?offset=0"}`).
 fn archived_calls(event: &Event) -> Vec<ToolCall> {
-    event
-        .body
-        .tool_calls()
-        .iter()
-        .enumerate()
-        .map(|(k, call)| {
-            let arguments = call.arguments_text();
-            let length = arguments.chars().count();
+    let calls = event.body.tool_calls();
+    // Made once an event: each call's archived arguments as JSON text, a line each (JSON text
+    // holds no line break), an empty line for a call shown as it was.
+    let shown = event.derived.shown(ShownAs::ArchivedCalls, [0; 3], || {
+        let lines = calls.iter().enumerate().map(|(k, call)| {
+            let length = call.arguments_text().chars().count();
             if length <= ARCHIVED_ARGUMENTS_CHARS {
-                return call.clone();
+                return String::new();
             }
             let note = format!(
                 "{length} characters archived; recall {}?offset={}",
                 ObservationUri(event.seq),
                 arguments_offset(event, k)
             );
-            ToolCall {
-                arguments: serde_json::json!({ "archived_arguments": note }),
+            let mut arguments = short_arguments(&call.arguments);
+            arguments.insert(ARCHIVED_ARGUMENTS_KEY.into(), note.into());
+            serde_json::Value::Object(arguments).to_string()
+        });
+        lines.collect::<Vec<_>>().join("\n")
+    });
+    calls
+        .iter()
+        .zip(shown.split('\n'))
+        .map(|(call, line)| match serde_json::from_str(line) {
+            Ok(arguments) => ToolCall {
+                arguments,
                 ..call.clone()
-            }
+            },
+            Err(_) => call.clone(),
         })
         .collect()
+}
+
+/// The key of an archived call's arguments that names their size and where to recall them.
+const ARCHIVED_ARGUMENTS_KEY: &str = "archived_arguments";
+
+/// The short scalar arguments of a call, in order, within `ARCHIVED_ARGUMENTS_CHARS`: what an
+/// archived call still shows (the file a write named, the pattern a search took), its long
+/// ones (the file's content) by reference.
+fn short_arguments(arguments: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    use serde_json::Value;
+    let mut kept = serde_json::Map::new();
+    // Arguments are held as the JSON text a provider sees.
+    let parsed = match arguments {
+        Value::String(text) => serde_json::from_str(text).ok(),
+        other => Some(other.clone()),
+    };
+    let Some(Value::Object(fields)) = parsed else {
+        return kept;
+    };
+    let mut room = ARCHIVED_ARGUMENTS_CHARS;
+    for (key, value) in fields {
+        let chars = match &value {
+            Value::String(s) => s.chars().count(),
+            Value::Number(_) | Value::Bool(_) => value.to_string().len(),
+            _ => continue,
+        };
+        let cost = key.chars().count() + chars;
+        if key != ARCHIVED_ARGUMENTS_KEY && cost <= room {
+            room -= cost;
+            kept.insert(key, value);
+        }
+    }
+    kept
 }
 
 /// Whether archiving `event`'s calls would shorten any of them.

@@ -472,7 +472,7 @@ pub struct Event {
 /// events differ.
 #[derive(Debug, Clone, Default)]
 pub struct Derived {
-    shown: [std::sync::OnceLock<ShownText>; 4],
+    shown: [std::sync::OnceLock<ShownText>; 5],
 }
 
 /// The ways the engine shows an event reduced, each kept with the event once made.
@@ -482,6 +482,8 @@ pub enum ShownAs {
     Excerpt,
     Reference,
     Archived,
+    /// A call's long arguments by reference (`view::archived_calls`).
+    ArchivedCalls,
 }
 
 /// A reduced text and what it was made from.

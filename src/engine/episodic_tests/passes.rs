@@ -460,8 +460,8 @@ async fn pinned_messages_and_notes_collapse_oldest_first_each_by_reference() {
 }
 
 /// Archiving an exchange takes its call's long arguments too (a write's content): the call
-/// shows an object naming their size and the reference that recalls them exactly, its text
-/// stays, and a short call is left as it was.
+/// shows its short arguments (the file it wrote) and an object naming the size of the rest and
+/// the reference that recalls them exactly, its text stays, and a short call is left as it was.
 #[tokio::test]
 async fn an_archived_write_leaves_with_its_content() {
     let cfg = config(8_000);
@@ -488,7 +488,13 @@ async fn an_archived_write_leaves_with_its_content() {
     let message = out.messages.iter().find(|m| m.seq == Some(write)).unwrap();
     assert_eq!(message.projection, Projection::Reference);
     assert_eq!(message.content, "Writing the parser.", "its text stays");
-    let arguments = message.tool_calls[0].arguments["archived_arguments"]
+    let shown = &message.tool_calls[0].arguments;
+    assert_eq!(
+        shown["path"], "src/parse.rs",
+        "the file written stays named: {shown}"
+    );
+    assert!(shown.get("content").is_none(), "{shown}");
+    let arguments = shown["archived_arguments"]
         .as_str()
         .unwrap_or_else(|| panic!("{:?}", message.tool_calls));
     let offset: usize = arguments

@@ -127,9 +127,8 @@ pub struct SessionConfig {
     #[serde(default = "SessionConfig::default_item_max_share")]
     #[schema(default = 0.05, exclusive_minimum = 0, maximum = 1)]
     pub item_max_share: f64,
-    /// The longest summary, in characters (default: an eighth of the window in tokens under
-    /// the progressive policy, a tenth under the episodic one, at four characters a token: at
-    /// least 2000 and at most 32000, never more than the window).
+    /// The longest summary, in characters (default: an eighth of the window in tokens, at four
+    /// characters a token: at least 2000 and at most 32000, never more than the window).
     /// Answers show the size in use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 200, maximum = 100000000)]
@@ -167,21 +166,18 @@ impl SessionConfig {
     /// The bound on the summary's length in characters.
     pub fn summary_max_chars(&self) -> usize {
         self.summary_max_chars
-            .unwrap_or_else(|| Self::default_summary_max_chars(self.context_window, self.policy))
+            .unwrap_or_else(|| Self::default_summary_max_chars(self.context_window))
             as usize
     }
 
     /// An eighth of the window in tokens, at four characters a token (8,000 characters at
-    /// 16K), under the progressive policy, which folds the user's requests into the summary; a
-    /// tenth under the episodic policy, which keeps them beside it verbatim (a larger summary
-    /// left its evictions too little room at 16K). At least 2,000 and at most 32,000
-    /// characters, never more than the window.
-    fn default_summary_max_chars(context_window: u32, policy: Policy) -> u32 {
-        let tokens = match policy {
-            Policy::Progressive => context_window / 8,
-            Policy::Episodic => context_window / 10,
-        };
-        (tokens * 4).clamp(2_000, 32_000).min(context_window)
+    /// 16K), under either policy; at least 2,000 and at most 32,000 characters, never more
+    /// than the window (measured in docs/benchmarks.md, "The summary at an eighth of the
+    /// window", and for the episodic policy "The episodic summary at an eighth too").
+    fn default_summary_max_chars(context_window: u32) -> u32 {
+        (context_window / 8 * 4)
+            .clamp(2_000, 32_000)
+            .min(context_window)
     }
 
     /// The most error lines an item shown reduced names (a preview, an excerpt's middle, a

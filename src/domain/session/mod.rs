@@ -166,6 +166,24 @@ mod tests {
     }
 
     #[test]
+    fn the_summary_bound_defaults_to_an_eighth_of_the_window_under_either_policy() {
+        for policy in ["progressive", "episodic"] {
+            for (window, chars) in [(16_000, 8_000), (32_000, 16_000), (200_000, 32_000)] {
+                let body =
+                    format!(r#"{{"config":{{"context_window":{window},"policy":"{policy}"}}}}"#);
+                let s = parse(&body).unwrap();
+                assert_eq!(s.config.summary_max_chars(), chars, "{policy} at {window}");
+            }
+        }
+        let s = parse(r#"{"config":{"context_window":4000}}"#).unwrap();
+        assert_eq!(
+            s.config.summary_max_chars(),
+            2_000,
+            "never under 2,000 characters"
+        );
+    }
+
+    #[test]
     fn labels_refuse_the_nul_character() {
         for body in [
             r#"{"metadata":{"a\u0000":"x"}}"#,

@@ -285,15 +285,18 @@ mod tests {
 
     use super::*;
 
+    /// An assistant message of one call to `name` with `arguments`, as OpenAI's chat sends it.
+    fn call(name: &str, arguments: &Value) -> Value {
+        json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c", "type": "function",
+             "function": {"name": name, "arguments": arguments.to_string()}}]})
+    }
+
     #[test]
     fn facts_are_paths_errors_and_requests() {
         let mut facts = Facts::default();
         facts.learn(&json!({"role": "user", "content": "Fix src/lib.rs please\nthanks\nNever touch tests/ ."}));
-        facts.learn(
-            &json!({"role": "assistant", "content": null, "tool_calls": [
-            {"id": "c", "type": "function", "function": {"name": "read",
-                "arguments": "{\"path\": \"tests/parse.rs\"}"}}]}),
-        );
+        facts.learn(&call("read", &json!({"path": "tests/parse.rs"})));
         facts.learn(
             &json!({"role": "tool", "content": "Compiling x\nerror[E0308]: mismatched types\nok"}),
         );
@@ -354,12 +357,7 @@ mod tests {
     fn paths_are_read_from_the_arguments_strings_not_their_json() {
         let mut facts = Facts::default();
         let command = "cat src/a.rs\nls src/b.rs";
-        let arguments = json!({"command": command, "cwd": "/w"}).to_string();
-        facts.learn(
-            &json!({"role": "assistant", "content": null, "tool_calls": [
-            {"id": "c", "type": "function",
-             "function": {"name": "bash", "arguments": arguments}}]}),
-        );
+        facts.learn(&call("bash", &json!({"command": command, "cwd": "/w"})));
         assert_eq!(
             facts.paths.iter().collect::<Vec<_>>(),
             ["src/a.rs", "src/b.rs"]
@@ -416,12 +414,7 @@ mod tests {
             ("Glob", json!({"pattern": "include/**/*.{c,h}"})),
             ("bash", json!({"command": "ls src/*.rs && cat src/main.rs"})),
         ] {
-            let arguments = arguments.to_string();
-            facts.learn(
-                &json!({"role": "assistant", "content": null, "tool_calls": [
-                {"id": "c", "type": "function",
-                 "function": {"name": name, "arguments": arguments}}]}),
-            );
+            facts.learn(&call(name, &arguments));
         }
         facts.learn(&json!({"role": "user", "content": "look at docs/*.md and docs/a.md"}));
         assert_eq!(

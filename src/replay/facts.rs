@@ -119,8 +119,14 @@ impl Facts {
     /// The facts `view_text` does not hold, by kind, in order.
     pub fn missed_in(&self, view_text: &str) -> Missed {
         // A line that lists what shares a place stands for the lines it lists.
-        let expanded = format!("{view_text}\n{}", expanded_places(view_text));
-        let view_text = expanded.as_str();
+        let listed = expanded_places(view_text);
+        let expanded;
+        let view_text = if listed.is_empty() {
+            view_text
+        } else {
+            expanded = format!("{view_text}\n{listed}");
+            expanded.as_str()
+        };
         // A fact kept with its spacing changed is kept: a summary writes a line's runs of
         // spaces (a table's columns, a request typed with two spaces) as one.
         let squeezed_view = squeezed(view_text);

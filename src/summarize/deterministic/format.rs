@@ -20,21 +20,25 @@ impl Digest {
                 s.header_chars() + costs.iter().sum::<usize>()
             }
         };
-        let mut total: usize = Section::ALL
-            .iter()
-            .map(|&s| section_chars(s, &costs[s as usize]))
-            .sum();
         // Touched files are shown one line per directory, errors one line per file (`lines`).
         let mut shared: Vec<Option<Lines>> = Section::ALL
             .iter()
             .map(|&s| Some(Lines::new(s.shared()?, self.get(s))))
             .collect();
-        for (i, lines) in shared.iter().enumerate() {
-            if let Some(lines) = lines.as_ref().filter(|_| !costs[i].is_empty()) {
-                total -= costs[i].iter().sum::<usize>();
-                total += lines.chars(&self.sections[i]);
-            }
-        }
+        // The characters each list takes as rendered, its header included, and the whole text.
+        let mut listed: Vec<usize> = Section::ALL
+            .iter()
+            .map(|&s| {
+                let i = s as usize;
+                match &shared[i] {
+                    Some(lines) if !costs[i].is_empty() => {
+                        s.header_chars() + lines.chars(&self.sections[i])
+                    }
+                    _ => section_chars(s, &costs[i]),
+                }
+            })
+            .collect();
+        let mut total: usize = listed.iter().sum();
 
         // Lists drop their items in `order` (oldest first, see `Section::drop_order`); each drop
         // is O(1). A request or a note dropped leaves its seq in the recall list (see `Recall`):
@@ -49,19 +53,6 @@ impl Digest {
         let recall_at = Section::Recall as usize;
         let mut recall = Recall::read(self.sections[recall_at].first().map(String::as_str));
         let recall_cap = max_chars / 4;
-        // The characters each list takes as rendered, its header included.
-        let mut listed: Vec<usize> = Section::ALL
-            .iter()
-            .map(|&s| {
-                let i = s as usize;
-                match &shared[i] {
-                    Some(lines) if !costs[i].is_empty() => {
-                        s.header_chars() + lines.chars(&self.sections[i])
-                    }
-                    _ => section_chars(s, &costs[i]),
-                }
-            })
-            .collect();
         for floor in [ITEMS_KEPT_LONGEST, 0] {
             for (section, share) in Section::drop_steps() {
                 let i = section as usize;

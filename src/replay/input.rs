@@ -4,10 +4,14 @@
 //! tool_use and tool_result), Claude Code session logs and print mode's `stream-json` output
 //! (one row a line, a message's streamed rows merged, a sub-agent's rows left out of its
 //! parent's log and a sub-agent's own log read whole), Gemini `Content` lists (as Gemini CLI
-//! records a chat), SWE-agent `.traj` files (their `history`), or ctxd's own event objects
-//! (their messages). A file is a JSON array or object, or one JSON object a line.
+//! records a chat), OpenAI Responses items (an `input` list, or a Codex CLI rollout), SWE-agent
+//! `.traj` files (their `history`), or ctxd's own event objects (their messages). A file is a JSON array or object, or one JSON object a line.
 
 use serde_json::{json, Map, Value};
+
+mod responses;
+
+use responses::{Responses, Row};
 
 /// The messages of the session in `text`; `name` names the file in errors.
 pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
@@ -56,6 +60,7 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
     let mut messages = Vec::with_capacity(items.len());
     let mut claude_code: Option<(String, Value)> = None;
     let mut gemini = Gemini::default();
+    let mut responses = Responses::default();
     for (i, item) in items.into_iter().enumerate() {
         let sub_agents = parent && claude_code_row(&item) && sub_agent_row(&item);
         if sub_agents || compact_summary_row(&item) {
@@ -89,6 +94,23 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
             }
             continue;
         }
+        // A Responses item (an `input` list, a Codex rollout): calls gather into their turn.
+        let object = match Row::of(object) {
+            Row::Skip => continue,
+            Row::Item(item) => {
+                if let Some((_, done)) = claude_code.take() {
+                    messages.extend(anthropic(done));
+                }
+                messages.extend(responses.read(&item));
+                continue;
+            }
+            Row::Instructions(text) => {
+                messages.extend(responses.finish());
+                messages.push(json!({"role": "system", "content": text}));
+                continue;
+            }
+            Row::Other(object) => object,
+        };
         // A row that carries no message (Claude Code's progress, queue and snapshot rows, a
         // ctxd note) neither ends a message streamed around it nor adds one.
         let kind = object.get("type").and_then(Value::as_str);
@@ -105,6 +127,7 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
         if let Some((_, done)) = claude_code.take() {
             messages.extend(anthropic(done));
         }
+        messages.extend(responses.finish());
         // A Gemini `Content` (`role` user or model, `parts`), as Gemini CLI records a chat.
         if gemini_content {
             messages.extend(gemini.read(&object));
@@ -123,6 +146,7 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
     if let Some((_, done)) = claude_code.take() {
         messages.extend(anthropic(done));
     }
+    messages.extend(responses.finish());
     if messages.is_empty() {
         return Err(format!("{name}: no messages"));
     }
@@ -456,6 +480,68 @@ mod tests {
         );
         assert_eq!(read[3]["tool_call_id"], "g1");
         assert_eq!(read[4]["content"], "Result of shell:\nran by the user");
+        // A Codex CLI rollout: its metadata, settings, UI events and own compaction left out;
+        // a turn's text, reasoning and calls (a function, a freeform `apply_patch`, a local
+        // shell) one assistant message, each output a tool message, a developer message the
+        // system's.
+        let rollout = r#"{"type": "session_meta", "payload": {"id": "s", "instructions": "be brief"}}
+{"type": "response_item", "payload": {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "sandboxed"}]}}
+{"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix a.rs"}, {"type": "input_image", "image_url": "data:"}]}}
+{"type": "event_msg", "payload": {"type": "user_message", "message": "fix a.rs"}}
+{"type": "turn_context", "payload": {"cwd": "/w"}}
+{"type": "response_item", "payload": {"type": "reasoning", "summary": [], "encrypted_content": "x"}}
+{"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Reading."}]}}
+{"type": "response_item", "payload": {"type": "function_call", "name": "shell", "arguments": "{\"command\":[\"cat\",\"a.rs\"]}", "call_id": "c1"}}
+{"type": "response_item", "payload": {"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch", "call_id": "c2"}}
+{"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c1", "output": "fn a() {}"}}
+{"type": "response_item", "payload": {"type": "custom_tool_call_output", "call_id": "c2", "output": "Done!"}}
+{"type": "response_item", "payload": {"type": "local_shell_call", "call_id": "c3", "status": "completed", "action": {"type": "exec", "command": ["ls"]}}}
+{"type": "response_item", "payload": {"type": "local_shell_call_output", "call_id": "c3", "output": "a.rs"}}
+{"type": "compacted", "payload": {"message": "a summary of the above"}}
+{"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Fixed."}]}}"#;
+        let read = super::read("rollout.jsonl", rollout).unwrap();
+        let said: Vec<(&str, &str)> = read
+            .iter()
+            .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                ("system", "sandboxed"),
+                ("user", "fix a.rs\n[image]"),
+                ("assistant", "Reading."),
+                ("tool", "fn a() {}"),
+                ("tool", "Done!"),
+                ("assistant", ""),
+                ("tool", "a.rs"),
+                ("assistant", "Fixed.")
+            ]
+        );
+        let calls = &read[2]["tool_calls"];
+        assert_eq!(
+            calls[0]["function"]["arguments"],
+            "{\"command\":[\"cat\",\"a.rs\"]}"
+        );
+        assert_eq!(
+            (&calls[1]["id"], &calls[1]["function"]["arguments"]),
+            (&json!("c2"), &json!("{\"input\":\"*** Begin Patch\"}"))
+        );
+        assert_eq!(read[5]["tool_calls"][0]["function"]["name"], "local_shell");
+        assert_eq!(read[6]["tool_call_id"], "c3");
+        // An older rollout: a header with the instructions, state rows, bare items; the same
+        // items as an agent's `input` list read alike.
+        let older = r#"{"id": "s", "timestamp": "2025-06-01", "instructions": "You are Codex."}
+{"record_type": "state"}
+{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}
+{"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}
+{"type": "function_call_output", "call_id": "c1", "output": "ok"}"#;
+        let read = super::read("old.jsonl", older).unwrap();
+        let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+        assert_eq!(read[0]["content"], "You are Codex.");
+        let input: Vec<&str> = older.lines().skip(2).collect();
+        let list = format!("[{}]", input.join(","));
+        assert_eq!(super::read("input.json", &list).unwrap(), read[1..]);
         // A SWE-agent trajectory's history.
         let traj = r#"{"trajectory": [], "history": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]}"#;
         assert_eq!(super::read("t.traj", traj).unwrap().len(), 2);

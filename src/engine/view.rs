@@ -103,8 +103,10 @@ pub fn archived_calls_message(event: &Event, chars: i64, errors: usize) -> ViewM
 }
 
 /// `event`'s tool calls with each long argument text replaced by its short arguments and
-/// `archived_arguments`, naming its size and where to recall it (`{"path": "src/a.rs",
-/// "archived_arguments": "4812 characters archived; recall observation://7?offset=0"}`).
+/// `archived_arguments`, naming its size, the files it names and where to recall it
+/// (`{"path": "src/a.rs", "archived_arguments": "4812 characters archived; recall
+/// observation://7?offset=0"}`; a patch's: `"6053 characters archived, naming src/a.ts; recall
+/// observation://9?offset=0"`).
 fn archived_calls(event: &Event) -> Vec<ToolCall> {
     let calls = event.body.tool_calls();
     // Made once an event: each call's archived arguments as JSON text, a line each (JSON text
@@ -115,12 +117,13 @@ fn archived_calls(event: &Event) -> Vec<ToolCall> {
             if length <= ARCHIVED_ARGUMENTS_CHARS {
                 return String::new();
             }
+            let mut arguments = short_arguments(&call.arguments);
             let note = format!(
-                "{length} characters archived; recall {}?offset={}",
+                "{length} characters archived{}; recall {}?offset={}",
+                named_files(&call.arguments, &arguments),
                 ObservationUri(event.seq),
                 arguments_offset(event, k)
             );
-            let mut arguments = short_arguments(&call.arguments);
             arguments.insert(ARCHIVED_ARGUMENTS_KEY.into(), note.into());
             serde_json::Value::Object(arguments).to_string()
         });
@@ -170,6 +173,52 @@ fn short_arguments(arguments: &serde_json::Value) -> serde_json::Map<String, ser
         }
     }
     kept
+}
+
+/// The most characters of file paths an archived call's note names.
+const ARCHIVED_FILES_CHARS: usize = 320;
+
+/// The files a call's long arguments name, for its archived note (`, naming src/a.rs, src/b.rs`,
+/// as many as fit in `ARCHIVED_FILES_CHARS`, then how many more): a patch passed as one
+/// argument names the files it changes. Text the call writes into a file is left out (what it
+/// names is what the file says), as are the files its kept short arguments show.
+fn named_files(
+    arguments: &serde_json::Value,
+    kept: &serde_json::Map<String, serde_json::Value>,
+) -> String {
+    use crate::domain::event::{file_paths, walk_strings, WRITTEN_TEXT_KEYS};
+    let parsed = match arguments {
+        serde_json::Value::String(text) => {
+            serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.clone()))
+        }
+        other => other.clone(),
+    };
+    let mut strings = Vec::new();
+    walk_strings(&parsed, &WRITTEN_TEXT_KEYS, &mut strings);
+    let shown: Vec<&str> = kept
+        .values()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    let mut files: Vec<&str> = Vec::new();
+    for path in strings.iter().flat_map(|s| file_paths(s)) {
+        if !files.contains(&path) && !shown.iter().any(|s| s.contains(path)) {
+            files.push(path);
+        }
+    }
+    let mut out = String::new();
+    let mut listed = 0;
+    for path in &files {
+        if out.len() + path.len() + 2 > ARCHIVED_FILES_CHARS {
+            break;
+        }
+        out.push_str(if listed == 0 { ", naming " } else { ", " });
+        out.push_str(path);
+        listed += 1;
+    }
+    if listed < files.len() && listed > 0 {
+        let _ = write!(out, " and {} more", files.len() - listed);
+    }
+    out
 }
 
 /// Whether archiving `event`'s calls would shorten any of them.

@@ -112,18 +112,36 @@ pub fn walk_strings<'a>(value: &'a Value, skipped: &[&str], out: &mut Vec<&'a st
 
 /// The path a word names, read without what surrounds it in prose or a tool's output: the
 /// emphasis around it (`**src/a.rs**`), the punctuation after it (`src/a.rs:`, `~/.ssh?`) and
-/// its place (`src/a.rs:58:13`, `tests/t.py::test_x`). A leading `./` or `../` is kept: it is
-/// part of the path. Whether the word is a path at all is the caller's to judge.
+/// its place (`src/a.rs:58:13`, `tests/t.py::test_x`), and the escaped line break after it
+/// where the path is written inside a string of code (a patch a tool call passes in source
+/// text: `"*** Add File: src/a.rs\n+fn a() {}"`). A leading `./` or `../` is kept: it is part
+/// of the path. Whether the word is a path at all is the caller's to judge.
 pub fn named_path(word: &str) -> &str {
     fn trim_end(w: &str) -> &str {
-        w.trim_end_matches([':', ';', '.', '[', ']', '{', '}', '?', '!'])
+        w.trim_end_matches([':', ';', '.', '[', ']', '{', '}', '?', '!', '\\'])
     }
+    let word = before_escaped_break(word);
     let word = trim_end(word.trim_start_matches([':', ';', '[', ']', '{', '}']));
     let word = match word.strip_prefix("**").and_then(|w| w.strip_suffix("**")) {
         Some(emphasised) => trim_end(emphasised),
         None => word,
     };
     without_place(word)
+}
+
+/// The words of a text that read as file paths: a `/` and a name with an extension, not a URL,
+/// an option or a glob (`src/lib.rs`, `/etc/hosts.conf`; `--out=x` is not one), each read as
+/// the file it names ([`named_path`]: `**src/a.rs**` and `src/a.rs:58:13` are `src/a.rs`).
+pub fn file_paths(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| c.is_whitespace() || "\"'`,;|&()<>=".contains(c))
+        .map(named_path)
+        .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
+        .filter(|w| !w.starts_with('-') && !w.contains('*'))
+        .filter(|w| {
+            w.rsplit('/')
+                .next()
+                .is_some_and(|name| name.contains('.') && !name.starts_with('.'))
+        })
 }
 
 /// Whether a user message's text is markup only: it opens with a tag and ends by closing one,
@@ -146,6 +164,19 @@ pub fn is_markup_only(text: &str) -> bool {
         .and_then(|t| t.rsplit_once("</"))
         .is_some_and(|(_, name)| is_tag_name(name));
     opens && closes
+}
+
+/// `word` up to an escaped line break or tab (`\n`, `\r`, `\t`) after a `/`: a path in a
+/// string of source code ends there. A Windows path (`C:\Users\notes.txt`) names no `/`
+/// before its backslashes and is left whole.
+fn before_escaped_break(word: &str) -> &str {
+    for (at, _) in word.match_indices('\\') {
+        let escape = word[at + 1..].chars().next();
+        if matches!(escape, Some('n' | 'r' | 't')) && word[..at].contains('/') {
+            return &word[..at];
+        }
+    }
+    word
 }
 
 /// `path` without a place after it: `:line`, `:line:column` or a test's `::name`.

@@ -203,3 +203,18 @@ fn a_retry_is_the_same_event_whichever_form_its_arguments_take() {
     assert!(object.same_as(&call(json!({"path": "src"}))));
     assert!(!object.same_as(&call(json!({"path": "lib"}))));
 }
+
+#[test]
+fn a_path_in_a_string_of_code_ends_at_the_escaped_line_break_after_it() {
+    // A patch passed to a tool in source text, and a shell line continued with a backslash.
+    assert_eq!(named_path("src/a.rs\\n+fn"), "src/a.rs");
+    assert_eq!(
+        named_path("crates/x/src/lib.rs\\n@@\\n-use"),
+        "crates/x/src/lib.rs"
+    );
+    assert_eq!(named_path("./styles.css\\"), "./styles.css");
+    assert_eq!(named_path("docs/a.md\\t"), "docs/a.md");
+    // A Windows path's backslashes are no escapes; nor is an escape before any `/`.
+    assert_eq!(named_path("C:\\Users\\notes.txt"), "C:\\Users\\notes.txt");
+    assert_eq!(named_path("\\nsrc/a.rs"), "\\nsrc/a.rs");
+}

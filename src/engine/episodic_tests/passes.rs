@@ -530,3 +530,48 @@ async fn an_archived_write_leaves_with_its_content() {
         .unwrap();
     assert_eq!(read_call.projection, Projection::Full);
 }
+
+/// A patch passed as a call's one argument (a freeform `apply_patch`) names the files it
+/// changes: archived, the call's note still names them, and where to recall the patch.
+#[tokio::test]
+async fn an_archived_patch_still_names_the_files_it_changed() {
+    let cfg = config(8_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Fix the routes.");
+    let patch = format!(
+        "*** Begin Patch\n*** Update File: app/api/init/route.ts\n@@\n{}*** Add File: app/api/commit/route.ts\n+export {{}}\n*** End Patch",
+        "-import { a } from './old.ts'\n+import { b } from './new.ts'\n".repeat(60)
+    );
+    let patched = log.push(
+        json!({"type": "message", "role": "assistant", "content": "",
+        "tool_calls": [{"id": "p", "name": "apply_patch", "arguments": {"input": patch}}]}),
+    );
+    log.push(
+        json!({"type": "message", "role": "tool", "tool_call_id": "p", "name": "apply_patch",
+        "content": "Success. Updated the following files:\nM app/api/init/route.ts"}),
+    );
+    exchange(&mut log, "r", "read", 9_000);
+    exchange(&mut log, "s", "read", 9_000);
+    log.user("Now test it.");
+    exchange(&mut log, "t", "bash", 400);
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    let message = out
+        .messages
+        .iter()
+        .find(|m| m.seq == Some(patched))
+        .unwrap();
+    assert_eq!(message.projection, Projection::Reference);
+    let note = message.tool_calls[0].arguments["archived_arguments"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{:?}", message.tool_calls));
+    assert!(
+        note.contains(
+            ", naming app/api/init/route.ts, ./old.ts, ./new.ts, app/api/commit/route.ts; recall observation://"
+        ),
+        "{note}"
+    );
+    assert!(message.tool_calls[0].arguments.get("input").is_none());
+}

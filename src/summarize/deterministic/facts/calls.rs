@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::super::*;
-use crate::domain::event::{named_path, walk_strings, ToolCall, WRITTEN_TEXT_KEYS};
+pub(in crate::summarize::deterministic) use crate::domain::event::file_paths;
+use crate::domain::event::{walk_strings, ToolCall, WRITTEN_TEXT_KEYS};
 
 impl Digest {
     /// Lists the call and what it touched.
@@ -111,21 +112,6 @@ pub(super) fn unshown_paths(text: &str, shown: &str) -> Vec<String> {
         .filter(|p| !shown.contains(p) && seen.insert(*p))
         .map(|p| one_line(p, TOUCHED_CHARS))
         .collect()
-}
-
-/// The words of a text that read as file paths: a `/` and a name with an extension, not a URL,
-/// an option or a glob (`src/lib.rs`, `/etc/hosts.conf`; `--out=x` is not one), each read as
-/// the file it names ([`named_path`]: `**src/a.rs**` and `src/a.rs:58:13` are `src/a.rs`).
-pub(in crate::summarize::deterministic) fn file_paths(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| c.is_whitespace() || "\"'`,;|&()<>=".contains(c))
-        .map(named_path)
-        .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
-        .filter(|w| !w.starts_with('-') && !w.contains('*'))
-        .filter(|w| {
-            w.rsplit('/')
-                .next()
-                .is_some_and(|name| name.contains('.') && !name.starts_with('.'))
-        })
 }
 
 /// The text an argument value shows: strings as they are, lists of scalars joined by spaces.

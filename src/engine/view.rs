@@ -8,8 +8,15 @@ use crate::domain::compaction::{Projection, Summary, ViewMessage, NOT_AVAILABLE}
 use crate::domain::condensation::Memory;
 use crate::domain::content::Part;
 use crate::domain::event::{Event, EventBody, Role, ShownAs, ToolCall};
-use crate::domain::{diagnostic, observation, text};
+use crate::domain::{observation, text};
 use crate::tokens::Tokenizer;
+
+mod archived;
+mod errors;
+
+use archived::archived_calls;
+pub use archived::{archived_calls_message, has_long_arguments, recall_text};
+pub use errors::{error_entries, reads_as_error, PLACES_CHARS};
 
 /// Marks the summary message so that models (and people) can tell it from the conversation.
 pub const SUMMARY_HEADER: &str = "[ctxd: summary of the earlier conversation]";
@@ -44,196 +51,6 @@ pub fn text_of(event: &Event) -> &str {
         EventBody::EpisodeEnd(e) => &e.conclusion,
         EventBody::EpisodeStart(_) => "",
     }
-}
-
-/// What recalling an event returns: its text, then each tool call it makes on a line of its
-/// own, `[tool call <name> <id>]` and the arguments as sent. A reference into the text keeps its
-/// offset; a call's arguments are reached at [`arguments_offset`].
-pub fn recall_text(event: &Event) -> Cow<'_, str> {
-    let calls = event.body.tool_calls();
-    if calls.is_empty() {
-        return Cow::Borrowed(text_of(event));
-    }
-    let mut text = text_of(event).to_owned();
-    for call in calls {
-        text.push_str(&call_lead(call));
-        text.push_str(&call.arguments_text());
-    }
-    Cow::Owned(text)
-}
-
-/// What precedes a call's arguments in [`recall_text`].
-fn call_lead(call: &ToolCall) -> String {
-    format!("\n[tool call {} {}] ", call.name, call.id)
-}
-
-/// The character offset of call `k`'s arguments in the event's [`recall_text`].
-fn arguments_offset(event: &Event, k: usize) -> usize {
-    let calls = event.body.tool_calls();
-    let mut offset = text_of(event).chars().count();
-    for call in &calls[..k] {
-        offset += call_lead(call).chars().count() + call.arguments_text().chars().count();
-    }
-    offset + call_lead(&calls[k]).chars().count()
-}
-
-/// Arguments at most this long stay when their call is archived: a reference would not be
-/// shorter.
-const ARCHIVED_ARGUMENTS_CHARS: usize = 160;
-
-/// An assistant turn whose tool exchanges the episodic policy archived: its text as it was
-/// (previewed when long), each call's arguments, when long, replaced by their short ones and
-/// `archived_arguments`, naming their size and where to recall them. Providers take any
-/// object as a past call's input.
-pub fn archived_calls_message(event: &Event, chars: i64, errors: usize) -> ViewMessage<'_> {
-    let mut message = if chars > PREVIEW_CHARS as i64 {
-        preview_message(event, PREVIEW_CHARS, chars, errors)
-    } else {
-        ViewMessage {
-            parts: Cow::Borrowed(&[]),
-            reasoning: false,
-            ..ViewMessage::full(event)
-        }
-    };
-    let archived = archived_calls(event);
-    message.tool_calls = Cow::Owned(archived);
-    message.projection = Projection::Reference;
-    message.tokens = 0;
-    message
-}
-
-/// `event`'s tool calls with each long argument text replaced by its short arguments and
-/// `archived_arguments`, naming its size, the files it names and where to recall it
-/// (`{"path": "src/a.rs", "archived_arguments": "4812 characters archived; recall
-/// observation://7?offset=0"}`; a patch's: `"6053 characters archived, naming src/a.ts; recall
-/// observation://9?offset=0"`).
-fn archived_calls(event: &Event) -> Vec<ToolCall> {
-    let calls = event.body.tool_calls();
-    // Made once an event: each call's archived arguments as JSON text, a line each (JSON text
-    // holds no line break), an empty line for a call shown as it was.
-    let shown = event.derived.shown(ShownAs::ArchivedCalls, [0; 3], || {
-        let lines = calls.iter().enumerate().map(|(k, call)| {
-            let length = call.arguments_text().chars().count();
-            if length <= ARCHIVED_ARGUMENTS_CHARS {
-                return String::new();
-            }
-            let mut arguments = short_arguments(&call.arguments);
-            let note = format!(
-                "{length} characters archived{}; recall {}?offset={}",
-                named_files(&call.arguments, &arguments),
-                ObservationUri(event.seq),
-                arguments_offset(event, k)
-            );
-            arguments.insert(ARCHIVED_ARGUMENTS_KEY.into(), note.into());
-            serde_json::Value::Object(arguments).to_string()
-        });
-        lines.collect::<Vec<_>>().join("\n")
-    });
-    calls
-        .iter()
-        .zip(shown.split('\n'))
-        .map(|(call, line)| match serde_json::from_str(line) {
-            Ok(arguments) => ToolCall {
-                arguments,
-                ..call.clone()
-            },
-            Err(_) => call.clone(),
-        })
-        .collect()
-}
-
-/// The key of an archived call's arguments that names their size and where to recall them.
-const ARCHIVED_ARGUMENTS_KEY: &str = "archived_arguments";
-
-/// The short scalar arguments of a call, in order, within `ARCHIVED_ARGUMENTS_CHARS`: what an
-/// archived call still shows (the file a write named, the pattern a search took), its long
-/// ones (the file's content) by reference.
-fn short_arguments(arguments: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
-    use serde_json::Value;
-    let mut kept = serde_json::Map::new();
-    // Arguments are held as the JSON text a provider sees.
-    let parsed = match arguments {
-        Value::String(text) => serde_json::from_str(text).ok(),
-        other => Some(other.clone()),
-    };
-    let Some(Value::Object(fields)) = parsed else {
-        return kept;
-    };
-    let mut room = ARCHIVED_ARGUMENTS_CHARS;
-    for (key, value) in fields {
-        let chars = match &value {
-            Value::String(s) => s.chars().count(),
-            Value::Number(_) | Value::Bool(_) => value.to_string().len(),
-            _ => continue,
-        };
-        let cost = key.chars().count() + chars;
-        if key != ARCHIVED_ARGUMENTS_KEY && cost <= room {
-            room -= cost;
-            kept.insert(key, value);
-        }
-    }
-    kept
-}
-
-/// The most characters of file paths an archived call's note names.
-const ARCHIVED_FILES_CHARS: usize = 320;
-
-/// The files a call's long arguments name, for its archived note (`, naming src/a.rs, src/b.rs`,
-/// as many as fit in `ARCHIVED_FILES_CHARS`, then how many more): a patch passed as one
-/// argument names the files it changes. Text the call writes into a file is left out (what it
-/// names is what the file says), as are the files its kept short arguments show.
-fn named_files(
-    arguments: &serde_json::Value,
-    kept: &serde_json::Map<String, serde_json::Value>,
-) -> String {
-    use crate::domain::event::{file_paths, walk_strings, WRITTEN_TEXT_KEYS};
-    let parsed = match arguments {
-        serde_json::Value::String(text) => {
-            serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.clone()))
-        }
-        other => other.clone(),
-    };
-    let mut strings = Vec::new();
-    walk_strings(&parsed, &WRITTEN_TEXT_KEYS, &mut strings);
-    let shown: Vec<&str> = kept
-        .values()
-        .filter_map(serde_json::Value::as_str)
-        .collect();
-    let mut files: Vec<&str> = Vec::new();
-    for path in strings.iter().flat_map(|s| file_paths(s)) {
-        if !files.contains(&path) && !shown.iter().any(|s| s.contains(path)) {
-            files.push(path);
-        }
-    }
-    let mut out = String::new();
-    let mut listed = 0;
-    for path in &files {
-        if out.len() + path.len() + 2 > ARCHIVED_FILES_CHARS {
-            break;
-        }
-        out.push_str(if listed == 0 { ", naming " } else { ", " });
-        out.push_str(path);
-        listed += 1;
-    }
-    if listed < files.len() && listed > 0 {
-        let _ = write!(out, " and {} more", files.len() - listed);
-    }
-    out
-}
-
-/// Whether archiving `event`'s calls would shorten any of them.
-pub fn has_long_arguments(event: &Event) -> bool {
-    event
-        .body
-        .tool_calls()
-        .iter()
-        // Reads no further than the bound into each argument text.
-        .any(|c| {
-            c.arguments_text()
-                .chars()
-                .nth(ARCHIVED_ARGUMENTS_CHARS)
-                .is_some()
-        })
 }
 
 /// The first lines of `text`, at most `PREVIEW_LINES` lines and `max_chars` characters.
@@ -402,103 +219,6 @@ pub fn excerpt_message(
     reduced_message(event, content, Projection::Preview)
 }
 
-/// The characters of each error line a reduced item names (of its message, for a group).
-const ERROR_LINE_CHARS: usize = 160;
-
-/// The distinct lines of `text` that read as errors (`error:`, `error[E…]`, `FAILED`,
-/// `panicked at`, exceptions), whole, at most `max` of them: what a model most needs of an
-/// output it no longer sees ([`error_entries`] names them).
-fn error_lines(text: &str, max: usize) -> Vec<&str> {
-    let mut found: Vec<&str> = Vec::new();
-    let bytes = text.as_bytes();
-    // Where each needle next occurs: each is searched for again only once passed, so the text
-    // is read once per needle however many lines are found.
-    let mut next = ERROR_NEEDLES.each_ref().map(|n| n.find(bytes));
-    while found.len() < max {
-        let Some(hit) = next.iter().flatten().copied().min() else {
-            break;
-        };
-        let start = memchr::memrchr(b'\n', &bytes[..hit]).map_or(0, |i| i + 1);
-        let end = memchr::memchr(b'\n', &bytes[hit..]).map_or(bytes.len(), |i| hit + i);
-        let line = text[start..end].trim();
-        if reads_as_error(line) && !found.contains(&line) {
-            found.push(line);
-        }
-        let after = (end + 1).min(bytes.len());
-        for (position, needle) in next.iter_mut().zip(ERROR_NEEDLES.iter()) {
-            if position.is_some_and(|p| p < after) {
-                *position = needle.find(&bytes[after..]).map(|p| after + p);
-            }
-        }
-    }
-    found
-}
-
-/// Lines read from an output per error entry: a compiler's message at many places of one file
-/// is one entry.
-const LINES_PER_ERROR_ENTRY: usize = 8;
-/// The places an entry of one compiler message at many places names, in characters, in a
-/// reduced item and in the summary alike: about thirty `line:column` pairs. A preview that named
-/// fewer than the summary lost the places past its half until the output was folded.
-pub const PLACES_CHARS: usize = 240;
-
-/// At most `max` entries (a session's
-/// [`error_lines`](crate::domain::session::SessionConfig::error_lines)) for the error lines of
-/// `text` ([`error_lines`]), each cut to [`ERROR_LINE_CHARS`], a compiler's diagnostics of one
-/// message in one file at many places as one entry naming the places in at most
-/// `places_chars` characters (`src/a.c: error: … (at 12:5, 14:5)`):
-/// a build's distinct errors, where its first lines could all be one message, in the order it
-/// printed them ([`diagnostic::grouped_in_reading_order`]).
-pub fn error_entries(text: &str, max: usize, places_chars: usize) -> Vec<String> {
-    // Grouped whole, so that two messages are one only when they read the same; each entry
-    // is cut afterwards.
-    let lines = error_lines(text, max.saturating_mul(LINES_PER_ERROR_ENTRY));
-    let lines = lines.into_iter().map(str::to_owned);
-    let mut entries: Vec<String> = diagnostic::grouped_in_reading_order(lines)
-        .into_iter()
-        .map(|entry| match entry {
-            diagnostic::Entry::Group(mut group) => {
-                group.message = text::bounded(&group.message, ERROR_LINE_CHARS);
-                group.render(places_chars)
-            }
-            diagnostic::Entry::Line(line) => text::prefix_chars(&line, ERROR_LINE_CHARS).to_owned(),
-        })
-        .collect();
-    entries.truncate(max);
-    entries
-}
-
-/// Every line that [`reads_as_error`] holds one of these (its words in lower, capitalised or
-/// upper case): searching for them skips most of a long output.
-static ERROR_NEEDLES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 6]> =
-    std::sync::LazyLock::new(|| {
-        ["rror", "RROR", "FAIL", "panicked", "xception", "XCEPTION"]
-            .map(memchr::memmem::Finder::new)
-    });
-
-/// Whether a line says what failed: `error…`, `error:`, `error[`, `FAILED`, `panicked at`,
-/// `exception`. What a reduced tool result keeps, and what the replay counts as an error fact.
-/// A line of a file as a read tool numbers it (`  106→  printf("FAILED");`, or `cat -n`'s
-/// number and tab) is source, not what a run said.
-pub fn reads_as_error(line: &str) -> bool {
-    let lower = line.to_ascii_lowercase();
-    line.len() >= 8
-        && !is_numbered_source(line)
-        && (lower.starts_with("error")
-            || lower.contains("error:")
-            || lower.contains("error[")
-            || line.contains("FAILED")
-            || line.contains("panicked at")
-            || lower.contains("exception"))
-}
-
-/// Whether `line` is a numbered line of a file: a line number, then `→` or a tab.
-fn is_numbered_source(line: &str) -> bool {
-    let rest = line.trim_start();
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    digits > 0 && (rest[digits..].starts_with('→') || rest[digits..].starts_with('\t'))
-}
-
 /// An event shown only by its observation reference, and at most `errors` error lines of its
 /// text. `chars` is the event's [`content_chars`]. Its `tokens` are left for the caller.
 pub fn reference_message(event: &Event, chars: i64, errors: usize) -> ViewMessage<'_> {
@@ -642,6 +362,7 @@ pub fn placeholder_result(
 
 #[cfg(test)]
 mod tests {
+    use super::errors::error_lines;
     use super::*;
 
     proptest::proptest! {

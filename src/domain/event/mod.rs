@@ -513,7 +513,7 @@ pub enum ShownAs {
     Excerpt,
     Reference,
     Archived,
-    /// A call's long arguments by reference (`view::archived_calls`).
+    /// A call's long arguments by reference (`view::archived`).
     ArchivedCalls,
 }
 

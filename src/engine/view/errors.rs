@@ -1,0 +1,101 @@
+//! The error lines an item shown reduced still names: what a model most needs of an output it
+//! no longer sees.
+
+use crate::domain::{diagnostic, text};
+
+/// The characters of each error line a reduced item names (of its message, for a group).
+const ERROR_LINE_CHARS: usize = 160;
+
+/// The distinct lines of `text` that read as errors (`error:`, `error[E…]`, `FAILED`,
+/// `panicked at`, exceptions), whole, at most `max` of them: what a model most needs of an
+/// output it no longer sees ([`error_entries`] names them).
+pub(super) fn error_lines(text: &str, max: usize) -> Vec<&str> {
+    let mut found: Vec<&str> = Vec::new();
+    let bytes = text.as_bytes();
+    // Where each needle next occurs: each is searched for again only once passed, so the text
+    // is read once per needle however many lines are found.
+    let mut next = ERROR_NEEDLES.each_ref().map(|n| n.find(bytes));
+    while found.len() < max {
+        let Some(hit) = next.iter().flatten().copied().min() else {
+            break;
+        };
+        let start = memchr::memrchr(b'\n', &bytes[..hit]).map_or(0, |i| i + 1);
+        let end = memchr::memchr(b'\n', &bytes[hit..]).map_or(bytes.len(), |i| hit + i);
+        let line = text[start..end].trim();
+        if reads_as_error(line) && !found.contains(&line) {
+            found.push(line);
+        }
+        let after = (end + 1).min(bytes.len());
+        for (position, needle) in next.iter_mut().zip(ERROR_NEEDLES.iter()) {
+            if position.is_some_and(|p| p < after) {
+                *position = needle.find(&bytes[after..]).map(|p| after + p);
+            }
+        }
+    }
+    found
+}
+
+/// Lines read from an output per error entry: a compiler's message at many places of one file
+/// is one entry.
+const LINES_PER_ERROR_ENTRY: usize = 8;
+/// The places an entry of one compiler message at many places names, in characters, in a
+/// reduced item and in the summary alike: about thirty `line:column` pairs. A preview that named
+/// fewer than the summary lost the places past its half until the output was folded.
+pub const PLACES_CHARS: usize = 240;
+
+/// At most `max` entries (a session's
+/// [`error_lines`](crate::domain::session::SessionConfig::error_lines)) for the error lines of
+/// `text` ([`error_lines`]), each cut to [`ERROR_LINE_CHARS`], a compiler's diagnostics of one
+/// message in one file at many places as one entry naming the places in at most
+/// `places_chars` characters (`src/a.c: error: … (at 12:5, 14:5)`):
+/// a build's distinct errors, where its first lines could all be one message, in the order it
+/// printed them ([`diagnostic::grouped_in_reading_order`]).
+pub fn error_entries(text: &str, max: usize, places_chars: usize) -> Vec<String> {
+    // Grouped whole, so that two messages are one only when they read the same; each entry
+    // is cut afterwards.
+    let lines = error_lines(text, max.saturating_mul(LINES_PER_ERROR_ENTRY));
+    let lines = lines.into_iter().map(str::to_owned);
+    let mut entries: Vec<String> = diagnostic::grouped_in_reading_order(lines)
+        .into_iter()
+        .map(|entry| match entry {
+            diagnostic::Entry::Group(mut group) => {
+                group.message = text::bounded(&group.message, ERROR_LINE_CHARS);
+                group.render(places_chars)
+            }
+            diagnostic::Entry::Line(line) => text::prefix_chars(&line, ERROR_LINE_CHARS).to_owned(),
+        })
+        .collect();
+    entries.truncate(max);
+    entries
+}
+
+/// Every line that [`reads_as_error`] holds one of these (its words in lower, capitalised or
+/// upper case): searching for them skips most of a long output.
+static ERROR_NEEDLES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 6]> =
+    std::sync::LazyLock::new(|| {
+        ["rror", "RROR", "FAIL", "panicked", "xception", "XCEPTION"]
+            .map(memchr::memmem::Finder::new)
+    });
+
+/// Whether a line says what failed: `error…`, `error:`, `error[`, `FAILED`, `panicked at`,
+/// `exception`. What a reduced tool result keeps, and what the replay counts as an error fact.
+/// A line of a file as a read tool numbers it (`  106→  printf("FAILED");`, or `cat -n`'s
+/// number and tab) is source, not what a run said.
+pub fn reads_as_error(line: &str) -> bool {
+    let lower = line.to_ascii_lowercase();
+    line.len() >= 8
+        && !is_numbered_source(line)
+        && (lower.starts_with("error")
+            || lower.contains("error:")
+            || lower.contains("error[")
+            || line.contains("FAILED")
+            || line.contains("panicked at")
+            || lower.contains("exception"))
+}
+
+/// Whether `line` is a numbered line of a file: a line number, then `→` or a tab.
+fn is_numbered_source(line: &str) -> bool {
+    let rest = line.trim_start();
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    digits > 0 && (rest[digits..].starts_with('→') || rest[digits..].starts_with('\t'))
+}

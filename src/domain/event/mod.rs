@@ -221,6 +221,17 @@ impl ToolCall {
             other => other.to_string().into(),
         }
     }
+
+    /// The arguments as a value: the JSON text a provider sent parsed, an object as it is; a
+    /// text that is not JSON (a freeform tool's input) as that string.
+    pub fn arguments_value(&self) -> Cow<'_, Value> {
+        match &self.arguments {
+            Value::String(s) => {
+                serde_json::from_str(s).map_or(Cow::Borrowed(&self.arguments), Cow::Owned)
+            }
+            other => Cow::Borrowed(other),
+        }
+    }
 }
 
 /// One event of a batch, as a client sends it. Which fields apply depends on `type`.

@@ -79,10 +79,11 @@ pub(super) fn archived_calls(event: &Event) -> Vec<ToolCall> {
             if length <= ARCHIVED_ARGUMENTS_CHARS {
                 return String::new();
             }
-            let mut arguments = short_arguments(&call.arguments);
+            let parsed = call.arguments_value();
+            let mut arguments = short_arguments(&parsed);
             let note = format!(
                 "{length} characters archived{}; recall {}?offset={}",
-                named_files(&call.arguments, &arguments),
+                named_files(&parsed, &arguments),
                 ObservationUri(event.seq),
                 arguments_offset(event, k)
             );
@@ -113,17 +114,12 @@ const ARCHIVED_ARGUMENTS_KEY: &str = "archived_arguments";
 fn short_arguments(arguments: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
     use serde_json::Value;
     let mut kept = serde_json::Map::new();
-    // Arguments are held as the JSON text a provider sees.
-    let parsed = match arguments {
-        Value::String(text) => serde_json::from_str(text).ok(),
-        other => Some(other.clone()),
-    };
-    let Some(Value::Object(fields)) = parsed else {
+    let Value::Object(fields) = arguments else {
         return kept;
     };
     let mut room = ARCHIVED_ARGUMENTS_CHARS;
     for (key, value) in fields {
-        let chars = match &value {
+        let chars = match value {
             Value::String(s) => s.chars().count(),
             Value::Number(_) | Value::Bool(_) => value.to_string().len(),
             _ => continue,
@@ -131,7 +127,7 @@ fn short_arguments(arguments: &serde_json::Value) -> serde_json::Map<String, ser
         let cost = key.chars().count() + chars;
         if key != ARCHIVED_ARGUMENTS_KEY && cost <= room {
             room -= cost;
-            kept.insert(key, value);
+            kept.insert(key.clone(), value.clone());
         }
     }
     kept
@@ -149,14 +145,8 @@ fn named_files(
     kept: &serde_json::Map<String, serde_json::Value>,
 ) -> String {
     use crate::domain::event::{file_paths, walk_strings, WRITTEN_TEXT_KEYS};
-    let parsed = match arguments {
-        serde_json::Value::String(text) => {
-            serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.clone()))
-        }
-        other => other.clone(),
-    };
     let mut strings = Vec::new();
-    walk_strings(&parsed, &WRITTEN_TEXT_KEYS, &mut strings);
+    walk_strings(arguments, &WRITTEN_TEXT_KEYS, &mut strings);
     let shown: Vec<&str> = kept
         .values()
         .filter_map(serde_json::Value::as_str)

@@ -119,10 +119,7 @@ impl Responses {
             _ => None,
         };
         if let Some((name, arguments)) = call {
-            let id = match field("call_id") {
-                "" => field("id"),
-                id => id,
-            };
+            let id = call_id(item);
             let turn = self
                 .assistant
                 .get_or_insert_with(|| json!({"role": "assistant", "content": ""}));
@@ -137,10 +134,7 @@ impl Responses {
         }
         match kind {
             "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
-                let id = match field("call_id") {
-                    "" => field("id"),
-                    id => id,
-                };
+                let id = call_id(item);
                 let content = item.get("output").map(output_text).unwrap_or_default();
                 let mut out = self.finish();
                 out.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
@@ -185,6 +179,15 @@ impl Responses {
     pub(super) fn finish(&mut self) -> Vec<Value> {
         self.assistant.take().into_iter().collect()
     }
+}
+
+/// The id that pairs a call with its output: `call_id`, or the item's `id` without one.
+fn call_id(item: &Map<String, Value>) -> &str {
+    ["call_id", "id"]
+        .iter()
+        .filter_map(|key| item.get(*key).and_then(Value::as_str))
+        .find(|id| !id.is_empty())
+        .unwrap_or_default()
 }
 
 /// A string as it is; anything else as its JSON text.

@@ -352,6 +352,18 @@ fn chat(mut object: Map<String, Value>) -> Value {
 mod tests {
     use super::*;
 
+    /// Each message's role, in order.
+    fn roles(read: &[Value]) -> Vec<&str> {
+        read.iter().map(|m| m["role"].as_str().unwrap()).collect()
+    }
+
+    /// Each message's role and text, in order.
+    fn said(read: &[Value]) -> Vec<(&str, &str)> {
+        read.iter()
+            .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+            .collect()
+    }
+
     #[test]
     fn every_shape_reads_as_chat_messages() {
         let corpus = r#"{"role": "user", "content": "hi"}
@@ -370,8 +382,7 @@ mod tests {
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.rs"},
                 {"type": "text", "text": "and?"}]}]"#;
         let read = super::read("anthropic.json", anthropic).unwrap();
-        let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
-        assert_eq!(roles, ["user", "assistant", "tool", "user"]);
+        assert_eq!(roles(&read), ["user", "assistant", "tool", "user"]);
         assert_eq!(
             read[1]["tool_calls"][0]["function"]["arguments"],
             "{\"cmd\":\"ls\"}"
@@ -383,8 +394,7 @@ mod tests {
 {"type": "user", "isSidechain": true, "message": {"role": "user", "content": "aside"}}
 {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}}"#;
         let read = super::read("claude.jsonl", rows).unwrap();
-        let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
-        assert_eq!(roles, ["user", "assistant", "tool"]);
+        assert_eq!(roles(&read), ["user", "assistant", "tool"]);
         assert_eq!(read[1]["content"], "Looking.");
         // A message's thinking and text streamed with a progress row between them are one
         // message; a turn with only thinking (cut off) says nothing and is left out.
@@ -398,12 +408,8 @@ mod tests {
 {"type": "system", "subtype": "turn_duration"}
 {"type": "user", "message": {"role": "user", "content": "hello?"}}"#;
         let read = super::read("claude.jsonl", rows).unwrap();
-        let said: Vec<(&str, &str)> = read
-            .iter()
-            .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
-            .collect();
         assert_eq!(
-            said,
+            said(&read),
             [
                 ("user", "review it"),
                 ("assistant", "It is fine."),
@@ -439,8 +445,7 @@ mod tests {
 {"type": "assistant", "isSidechain": true, "agentId": "a1", "message": {"id": "m1", "role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Grep", "input": {"pattern": "x"}}]}}
 {"type": "user", "isSidechain": true, "agentId": "a1", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.ex:3"}]}}"#;
         let read = super::read("agent-a1.jsonl", sub_agent).unwrap();
-        let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
-        assert_eq!(roles, ["user", "assistant", "tool"]);
+        assert_eq!(roles(&read), ["user", "assistant", "tool"]);
         assert_eq!(read[2]["content"], "a.ex:3");
         // Print mode's stream: its init and result rows, and a sub-agent's rows, left out.
         let stream = r#"{"type": "system", "subtype": "init", "session_id": "s", "tools": ["Task"]}
@@ -452,8 +457,7 @@ mod tests {
 {"type": "assistant", "message": {"id": "m3", "role": "assistant", "content": [{"type": "text", "text": "Found."}]}, "parent_tool_use_id": null}
 {"type": "result", "subtype": "success", "result": "Found.", "session_id": "s"}"#;
         let read = super::read("stream.jsonl", stream).unwrap();
-        let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
-        assert_eq!(roles, ["assistant", "tool", "assistant"]);
+        assert_eq!(roles(&read), ["assistant", "tool", "assistant"]);
         assert_eq!(read[1]["tool_call_id"], "t1");
         assert_eq!(read[1]["content"], "in a.rs");
         // Gemini contents: thoughts left out, calls paired with responses by id or by name.
@@ -466,8 +470,7 @@ mod tests {
                 {"functionResponse": {"id": "g1", "name": "read_file", "response": {"output": "let x"}}},
                 {"functionResponse": {"name": "shell", "response": {"output": "ran by the user"}}}]}]"#;
         let read = super::read("trajectory.json", gemini).unwrap();
-        let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
-        assert_eq!(roles, ["user", "assistant", "tool", "tool", "user"]);
+        assert_eq!(roles(&read), ["user", "assistant", "tool", "tool", "user"]);
         assert_eq!(read[1]["content"], "");
         assert_eq!(
             read[1]["tool_calls"][0]["function"]["arguments"],
@@ -500,12 +503,8 @@ mod tests {
 {"type": "compacted", "payload": {"message": "a summary of the above"}}
 {"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Fixed."}]}}"#;
         let read = super::read("rollout.jsonl", rollout).unwrap();
-        let said: Vec<(&str, &str)> = read
-            .iter()
-            .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
-            .collect();
         assert_eq!(
-            said,
+            said(&read),
             [
                 ("system", "sandboxed"),
                 ("user", "fix a.rs\n[image]"),
@@ -536,8 +535,7 @@ mod tests {
 {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}
 {"type": "function_call_output", "call_id": "c1", "output": "ok"}"#;
         let read = super::read("old.jsonl", older).unwrap();
-        let roles: Vec<&str> = read.iter().map(|m| m["role"].as_str().unwrap()).collect();
-        assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+        assert_eq!(roles(&read), ["system", "user", "assistant", "tool"]);
         assert_eq!(read[0]["content"], "You are Codex.");
         let input: Vec<&str> = older.lines().skip(2).collect();
         let list = format!("[{}]", input.join(","));

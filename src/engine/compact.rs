@@ -108,6 +108,7 @@ pub fn next_fold(
         config,
         state.last_view.tools_tokens,
         state.calibration_factor(),
+        work.pinned_tokens(),
     );
     progressive::cap_items(&mut work, &bounds, Uuid::nil());
     let tokens = work.tokens();

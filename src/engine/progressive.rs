@@ -66,10 +66,19 @@ impl Bounds {
         ((share * window - fixed) / calibration).floor() as i64
     }
 
-    pub(super) fn new(config: &SessionConfig, tools_tokens: i64, calibration: f64) -> Self {
+    /// The bounds for a view whose system prompts and pinned items take `pinned` tokens: the
+    /// tail's and an item's caps are shares of the room those leave (at least a quarter of the
+    /// room), so that a long system prompt does not leave the turn's results too little.
+    pub(super) fn new(
+        config: &SessionConfig,
+        tools_tokens: i64,
+        calibration: f64,
+        pinned: i64,
+    ) -> Self {
         let messages = |share: f64| Self::messages_at(config, tools_tokens, calibration, share);
         let room = messages(1.0);
-        let share = |s: f64| (s * room as f64).floor() as i64;
+        let free = (room - pinned).max(room / 4);
+        let share = |s: f64| (s * free as f64).floor() as i64;
         let tail_cap = share(config.tail_max_share).max(1);
         Self {
             room,

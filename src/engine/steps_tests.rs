@@ -36,6 +36,35 @@ async fn many_mid_sized_results_never_need_an_emergency() {
     assert!(!tiers.contains(&Tier::Emergency), "{tiers:?}");
 }
 
+/// A system prompt that takes most of the room leaves each turn's results a share of what is
+/// left, not of the whole room: a turn of parallel reads (as a coding agent makes them) is
+/// capped to fit beside it, where caps sized to the whole room left only emergencies.
+#[tokio::test]
+async fn a_long_system_prompt_leaves_the_results_caps_that_fit_beside_it() {
+    let config = config(16_000);
+    let mut log = Log::default();
+    log.system(&"Follow the repository's rules. ".repeat(1_300));
+    log.user("Rework the employer pages.");
+    let mut state = CompactionState::default();
+    let mut tiers = Vec::new();
+    for turn in 0..20 {
+        let ids: Vec<String> = (0..5).map(|k| format!("t{turn}r{k}")).collect();
+        let calls: Vec<_> = ids
+            .iter()
+            .map(|id| json!({"id": id, "name": "read", "arguments": {"path": format!("src/{id}.ts")}}))
+            .collect();
+        log.push(json!({"type": "message", "role": "assistant", "tool_calls": calls}));
+        for id in &ids {
+            log.result(id, 6_000);
+        }
+        let out = run(&config, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+        assert!(out.record.tokens_after <= out.record.budget, "turn {turn}");
+        tiers.push(out.record.tier);
+        state = out.state;
+    }
+    assert!(!tiers.contains(&Tier::Emergency), "{tiers:?}");
+}
+
 /// One result larger than the per-item cap is shown as head and tail even while it is the
 /// newest item, and the record lists it as offloaded with how much it shows.
 #[tokio::test]

@@ -231,6 +231,15 @@ impl<'a> Working<'a> {
         working
     }
 
+    /// What the system prompts and pinned items cost in full, however they are shown: the
+    /// part of the room no compaction frees.
+    pub(super) fn pinned_tokens(&self) -> i64 {
+        let kept = self.kept.iter().chain(&self.live);
+        kept.filter(|l| always_kept(l.event))
+            .map(|l| l.event.tokens)
+            .sum()
+    }
+
     pub(super) fn build_summary_message(&self, count: bool) -> Option<ViewMessage<'static>> {
         let tokenizer = if count {
             self.tokenizer

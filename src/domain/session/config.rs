@@ -116,13 +116,14 @@ pub struct SessionConfig {
     #[schema(default = 0.05, minimum = 0, maximum = 0.5)]
     pub min_compaction_gain: f64,
     /// The most tokens the verbatim tail may take, as a share of the room for messages (the
-    /// window less the reserved output and the tool schemas): older tool results of the tail
+    /// window less the reserved output, the tool schemas, the system prompts and pinned items;
+    /// at least a quarter of the window less the first two): older tool results of the tail
     /// beyond it are shown as excerpts. `min_tail_messages` stays a floor on the count.
     #[serde(default = "SessionConfig::default_tail_max_share")]
     #[schema(default = 0.10, exclusive_minimum = 0, maximum = 1)]
     pub tail_max_share: f64,
-    /// The most tokens one tool result may take in full, as a share of the room for messages:
-    /// a larger one is shown as its head and tail with its `observation://` reference, even
+    /// The most tokens one tool result may take in full, as a share of the room for messages
+    /// (as for `tail_max_share`): a larger one is shown as its head and tail with its `observation://` reference, even
     /// while recent.
     #[serde(default = "SessionConfig::default_item_max_share")]
     #[schema(default = 0.05, exclusive_minimum = 0, maximum = 1)]

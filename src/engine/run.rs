@@ -212,7 +212,12 @@ impl<'a> Run<'a> {
         }
         let calibration = input.state.calibration_factor();
         let mut work = Working::from_state(config, input.state, input.events, input.format);
-        let bounds = Bounds::new(config, input.tools_tokens, calibration, work.pinned_tokens());
+        let bounds = Bounds::new(
+            config,
+            input.tools_tokens,
+            calibration,
+            work.pinned_tokens(),
+        );
         let room = bounds.room;
         if config.policy == crate::domain::session::Policy::Episodic {
             work.keep_first_and_recent_requests();

@@ -817,6 +817,7 @@ impl AgentLog {
             id: id.clone(),
             name: name.into(),
             arguments: Value::String(arguments.to_string()),
+            kind: Default::default(),
         };
         let result = EventBody::Message(Message {
             tool_call_id: Some(id),

@@ -81,7 +81,11 @@ def check(entry):
         if set(view) != {"input"}:
             raise ValueError(f"a Responses view has only `input`, not {sorted(view)}")
         consume(RESPONSES.validate_python(view["input"]))
-        once_a_request(item.get("call_id") for item in view["input"] if item.get("type") == "function_call")
+        once_a_request(
+            item.get("call_id")
+            for item in view["input"]
+            if item.get("type") in ("function_call", "custom_tool_call")
+        )
     elif entry["format"] == "anthropic":
         consume(ANTHROPIC.validate_python({"model": "claude-sonnet-4-5", "max_tokens": 1024, **view}))
         for message in view["messages"]:

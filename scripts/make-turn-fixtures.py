@@ -8,7 +8,7 @@ relative to the repository root; a relative CORPUS_DIR argument is taken relativ
 directory). Standard library only. The output is deterministic: running it twice writes the same
 bytes. The fixtures are committed, so tests never need the corpus.
 
-Three files, each one JSON object
+Four files, each one JSON object
     {"name", "format", "source", "system"?, "tools", "messages"}:
 
 - claude_code_thinking.json (format "anthropic"): a Claude Code session of the corpus as
@@ -18,6 +18,8 @@ Three files, each one JSON object
   reasoning items.
 - computer_use_screenshots.json (format "anthropic"): a synthesised computer-use session whose
   tool results carry real 1280x800 PNG screenshots.
+- codex_custom_tools.json (format "openai_responses"): a synthesised Codex-CLI-like session with
+  `shell` function calls and freeform `apply_patch` custom tool calls.
 """
 
 import base64
@@ -703,6 +705,105 @@ def build_computer():
             "messages": messages}
 
 
+
+# ---------------------------------------------------------------------------------------------
+# A Codex-CLI-like session: a developer message, shell function calls and freeform
+# `apply_patch` custom tool calls (the input is the patch text, not JSON).
+
+CODEX_DEVELOPER = (
+    "<permissions instructions>\nFilesystem sandboxing defines which files can be read or written. "
+    "The sandbox is workspace-write: the workspace and /tmp may be written; everything else is read-only. "
+    "Network access is restricted. Approval policy: on-request.\n</permissions instructions>\n"
+    + "".join(
+        f"Rule {i}: keep changes minimal, run the tests that cover what you changed, and report what you ran.\n"
+        for i in range(1, 25)
+    )
+)
+
+CODEX_FILES = {
+    "src/routes/employees.ts": "import { Router } from 'express';\n" + "".join(
+        f"router.get('/employees/{i}', (req, res) => res.json(listEmployees({i})));\n" for i in range(40)),
+    "src/pages/EmployerDashboard.tsx": "export function EmployerDashboard() {\n" + "".join(
+        f"  const section{i} = useSection('card-{i}');\n" for i in range(45)) + "}\n",
+    "tests/employees.test.ts": "import { listEmployees } from '../src/routes/employees';\n" + "".join(
+        f"test('lists page {i}', () => expect(listEmployees({i})).toHaveLength(10));\n" for i in range(35)),
+}
+
+CODEX_TASKS = [
+    ("Remove the separate /employer/employees page and show the employee list on the dashboard.",
+     [("src/routes/employees.ts", "drop the standalone route"),
+      ("src/pages/EmployerDashboard.tsx", "render the employee list as a card")],
+     "The dashboard now shows the employee list; the standalone route is gone and its tests pass."),
+    ("Now make the list paginate ten at a time and keep the tests green.",
+     [("src/pages/EmployerDashboard.tsx", "paginate the employee card"),
+      ("tests/employees.test.ts", "cover the second page")],
+     "The employee card pages ten at a time; `npm test` passes (36 tests)."),
+]
+
+
+def codex_patch(path, what, seed):
+    lines = [f"*** Begin Patch", f"*** Update File: {path}", f"@@ {what}"]
+    for k in range(det_int(seed, 18, 30)):
+        lines.append(f"-  const old{k} = legacy('{path}', {k});")
+        lines.append(f"+  const item{k} = current('{path}', {k}); // {what}")
+    lines.append("*** End Patch")
+    return "\n".join(lines) + "\n"
+
+
+def build_codex():
+    messages = [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": CODEX_DEVELOPER}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text",
+            "text": "<environment_context>\n  <cwd>/workspace/dashboard</cwd>\n  <shell>bash</shell>\n</environment_context>"}]},
+    ]
+    calls = 0
+    for t, (request, edits, final) in enumerate(CODEX_TASKS):
+        messages.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": request}]})
+        for step, (path, what) in enumerate(edits):
+            seed = f"codex_custom_tools:{t}:{step}"
+            messages.append({"type": "reasoning", "id": hex_id("rs_", seed), "summary": [],
+                             "encrypted_content": encrypted_content(seed)})
+            read_id = "call_" + hex_id("", seed + ":read", 24)
+            messages.append({"type": "function_call", "id": hex_id("fc_", seed), "call_id": read_id, "name": "shell",
+                             "arguments": json.dumps({"command": ["bash", "-lc", f"sed -n 1,200p {path}"], "workdir": "/workspace/dashboard"})})
+            messages.append({"type": "function_call_output", "call_id": read_id,
+                             "output": json.dumps({"output": CODEX_FILES[path], "metadata": {"exit_code": 0, "duration_seconds": 0.1}})})
+            patch_id = "call_" + hex_id("", seed + ":patch", 24)
+            messages.append({"type": "custom_tool_call", "id": hex_id("ctc_", seed), "call_id": patch_id,
+                             "name": "apply_patch", "input": codex_patch(path, what, seed)})
+            messages.append({"type": "custom_tool_call_output", "call_id": patch_id,
+                             "output": f"Success. Updated the following files:\nM {path}\n"})
+            calls += 2
+        seed = f"codex_custom_tools:{t}:test"
+        test_id = "call_" + hex_id("", seed, 24)
+        messages.append({"type": "function_call", "id": hex_id("fc_", seed), "call_id": test_id, "name": "shell",
+                         "arguments": json.dumps({"command": ["bash", "-lc", "npm test"], "workdir": "/workspace/dashboard"})})
+        messages.append({"type": "function_call_output", "call_id": test_id,
+                         "output": json.dumps({"output": "".join(f"PASS tests/employees.test.ts > lists page {i}\n" for i in range(36)),
+                                               "metadata": {"exit_code": 0, "duration_seconds": 2.4}})})
+        calls += 1
+        messages.append({"type": "message", "role": "assistant", "id": hex_id("msg_", seed), "status": "completed",
+                         "content": [{"type": "output_text", "text": final, "annotations": []}]})
+    messages.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Thanks. Commit it."}]})
+    source = (
+        "Synthesised by scripts/make-turn-fixtures.py (no corpus material), in the shape of a Codex CLI "
+        f"session's Responses input: a developer message, two tasks, {calls} calls: `shell` function calls "
+        "(arguments as JSON text) and freeform `apply_patch` custom tool calls (input: the patch text), "
+        "reasoning items with Fernet-shaped encrypted_content of SHA-256 material (not real tokens)."
+    )
+    tools = [
+        {"type": "function", "name": "shell", "description": "Runs a shell command and returns its output.",
+         "parameters": {"type": "object", "properties": {"command": {"type": "array", "items": {"type": "string"}},
+                                                          "workdir": {"type": "string"}},
+                        "required": ["command"]}, "strict": False},
+        {"type": "custom", "name": "apply_patch",
+         "description": "Applies a patch in the apply_patch format: *** Begin Patch ... *** End Patch.",
+         "format": {"type": "grammar", "syntax": "lark",
+                    "definition": "start: begin_patch hunk+ end_patch\nbegin_patch: \"*** Begin Patch\" LF\nend_patch: \"*** End Patch\" LF?\nhunk: /(.|\\n)+?/\n%import common.LF"}},
+    ]
+    return {"name": "codex_custom_tools", "format": "openai_responses", "source": source,
+            "tools": tools, "messages": messages}
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -724,6 +825,7 @@ def main(argv):
     write(build_claude(corpus))
     write(build_tau(corpus))
     write(build_computer())
+    write(build_codex())
     return 0
 
 

@@ -278,6 +278,7 @@ mod tests {
                 id: format!("call_{seq}"),
                 name: "write_file".into(),
                 arguments,
+                kind: Default::default(),
             }]
         };
         Event {

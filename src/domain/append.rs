@@ -595,6 +595,7 @@ mod properties {
                             id,
                             name: "t".into(),
                             arguments: serde_json::json!({}),
+                            kind: Default::default(),
                         });
                     }
                 }

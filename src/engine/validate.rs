@@ -64,18 +64,22 @@ fn validate_openai_turn(messages: &[Value], i: usize, message: &Value) -> Result
         let at = format!("messages[{i}].tool_calls[{k}]");
         let id =
             non_empty_str(call.get("id")).ok_or(format!("{at}.id must be a non-empty string"))?;
-        if call.get("type").and_then(Value::as_str) != Some("function") {
-            return Err(format!("{at}.type must be \"function\""));
+        // A function call carries `function` {name, arguments}; a freeform tool's call carries
+        // `custom` {name, input}, both strings.
+        let (key, text) = match call.get("type").and_then(Value::as_str) {
+            Some("function") => ("function", "arguments"),
+            Some("custom") => ("custom", "input"),
+            _ => return Err(format!("{at}.type must be \"function\" or \"custom\"")),
+        };
+        let called = call.get(key);
+        if non_empty_str(called.and_then(|f| f.get("name"))).is_none() {
+            return Err(format!("{at}.{key}.name must be a non-empty string"));
         }
-        let function = call.get("function");
-        if non_empty_str(function.and_then(|f| f.get("name"))).is_none() {
-            return Err(format!("{at}.function.name must be a non-empty string"));
-        }
-        if !function
-            .and_then(|f| f.get("arguments"))
+        if !called
+            .and_then(|f| f.get(text))
             .is_some_and(Value::is_string)
         {
-            return Err(format!("{at}.function.arguments must be a string"));
+            return Err(format!("{at}.{key}.{text} must be a string"));
         }
         if ids.contains(&id) {
             return Err(format!(
@@ -351,16 +355,18 @@ fn user_content(message: &Value, i: usize) -> Result<(), String> {
 }
 
 /// Checks an OpenAI Responses request's `input`: messages with known roles and string or
-/// input_text/input_image content; `function_call` items with ids and string arguments, each
-/// answered exactly once by a later `function_call_output` and every output answering an
-/// earlier call; `reasoning` items with an id and a summary list, each followed by an
+/// input_text/input_image content; `function_call` items with ids and string arguments (and
+/// `custom_tool_call` items with string input), each answered exactly once by a later
+/// `function_call_output` (`custom_tool_call_output`) and every output answering an earlier
+/// call of its kind; `reasoning` items with an id and a summary list, each followed by an
 /// assistant item (a message or a call) before the next user message.
 pub fn validate_responses(request: &Value) -> Result<(), String> {
     let items = request
         .get("input")
         .and_then(Value::as_array)
         .ok_or("`input` must be an array")?;
-    let mut open: Vec<&str> = Vec::new();
+    // The calls not answered yet, and the output type that answers each.
+    let mut open: Vec<(&str, &str)> = Vec::new();
     let mut answered: HashSet<&str> = HashSet::new();
     let mut reasoning_waits: Option<usize> = None;
     for (i, item) in items.iter().enumerate() {
@@ -410,26 +416,33 @@ pub fn validate_responses(request: &Value) -> Result<(), String> {
                 }
                 reasoning_waits.get_or_insert(i);
             }
-            "function_call" => {
+            "function_call" | "custom_tool_call" => {
                 let id = non_empty_str(item.get("call_id"))
                     .ok_or(format!("{at}.call_id must be a non-empty string"))?;
                 if non_empty_str(item.get("name")).is_none() {
                     return Err(format!("{at}.name must be a non-empty string"));
                 }
-                if !item.get("arguments").is_some_and(Value::is_string) {
-                    return Err(format!("{at}.arguments must be a string"));
+                let (text, output) = if kind == "function_call" {
+                    ("arguments", "function_call_output")
+                } else {
+                    ("input", "custom_tool_call_output")
+                };
+                if !item.get(text).is_some_and(Value::is_string) {
+                    return Err(format!("{at}.{text} must be a string"));
                 }
-                if open.contains(&id) || answered.contains(id) {
+                if open.iter().any(|(c, _)| *c == id) || answered.contains(id) {
                     return Err(format!("{at}: call id {id:?} is used twice"));
                 }
-                open.push(id);
+                open.push((id, output));
                 reasoning_waits = None;
             }
-            "function_call_output" => {
+            "function_call_output" | "custom_tool_call_output" => {
                 let id = non_empty_str(item.get("call_id"))
                     .ok_or(format!("{at}.call_id must be a non-empty string"))?;
-                let Some(k) = open.iter().position(|c| *c == id) else {
-                    return Err(format!("{at}: output {id:?} answers no earlier open call"));
+                let Some(k) = open.iter().position(|(c, o)| *c == id && *o == kind) else {
+                    return Err(format!(
+                        "{at}: output {id:?} answers no earlier open call of its kind"
+                    ));
                 };
                 open.remove(k);
                 answered.insert(id);
@@ -441,7 +454,7 @@ pub fn validate_responses(request: &Value) -> Result<(), String> {
             other => return Err(format!("{at}: unknown item type {other:?}")),
         }
     }
-    if let Some(id) = open.first() {
+    if let Some((id, _)) = open.first() {
         return Err(format!("function call {id:?} has no output"));
     }
     Ok(())

@@ -62,6 +62,10 @@ pub struct StoredToolCall {
     /// The arguments as the JSON text a provider sees, whether they were sent as a string or as
     /// an object.
     pub arguments: String,
+    /// `custom` for a call of a freeform tool, whose arguments are `{"input": text}`; omitted
+    /// for a function call.
+    #[schema(required = false)]
+    pub kind: crate::domain::event::CallKind,
 }
 
 /// A message of the conversation, as stored.

@@ -12,7 +12,9 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use crate::domain::event::{ContentInput, EventInput, EventType, NewEvent, Role, ToolCall};
+use crate::domain::event::{
+    CallKind, ContentInput, EventInput, EventType, NewEvent, Role, ToolCall,
+};
 use crate::domain::FieldError;
 use crate::engine::render::Format;
 
@@ -191,6 +193,17 @@ impl Reader {
                 Some(Value::Array(calls)) if !calls.is_empty() => {
                     let mut read = Vec::with_capacity(calls.len());
                     for (k, call) in calls.iter().enumerate() {
+                        if call.get("type").and_then(Value::as_str) == Some("custom") {
+                            let custom = call.get("custom");
+                            let field = |key| str_of(custom.and_then(|c| c.get(key)));
+                            let id = str_of(call.get("id")).to_owned();
+                            read.push(ToolCall::custom(
+                                id,
+                                field("name").to_owned(),
+                                field("input"),
+                            ));
+                            continue;
+                        }
                         let function = call.get("function");
                         let arguments = function.and_then(|f| f.get("arguments"));
                         let arguments = match arguments {
@@ -208,6 +221,7 @@ impl Reader {
                             id: str_of(call.get("id")).to_owned(),
                             name: str_of(function.and_then(|f| f.get("name"))).to_owned(),
                             arguments,
+                            kind: CallKind::Function,
                         });
                     }
                     input.tool_calls = Some(read);
@@ -305,6 +319,7 @@ impl Reader {
                             .get("input")
                             .cloned()
                             .unwrap_or(Value::Object(Map::new())),
+                        kind: CallKind::Function,
                     });
                 }
                 (Role::User, "tool_result") => {
@@ -392,10 +407,17 @@ impl Reader {
                     id: field("call_id").to_owned(),
                     name: field("name").to_owned(),
                     arguments: item.get("arguments").cloned().unwrap_or(Value::String(String::new())),
+                    kind: CallKind::Function,
                 };
                 self.draft(i, false).calls.push(call);
             }
-            "function_call_output" => {
+            "custom_tool_call" => {
+                let field = |key| item.get(key).and_then(Value::as_str).unwrap_or_default();
+                let id = field("call_id").to_owned();
+                let call = ToolCall::custom(id, field("name").to_owned(), field("input"));
+                self.draft(i, false).calls.push(call);
+            }
+            "function_call_output" | "custom_tool_call_output" => {
                 self.flush_assistant();
                 let id = item.get("call_id").and_then(Value::as_str);
                 let mut input = message_input(Role::Tool);
@@ -409,7 +431,7 @@ impl Reader {
             }
             other => self.fail(
                 format!("{at}.type"),
-                format!("`{other}` items are not supported: send message, reasoning, function_call and function_call_output items"),
+                format!("`{other}` items are not supported: send message, reasoning, function_call, function_call_output, custom_tool_call and custom_tool_call_output items"),
             ),
         }
     }

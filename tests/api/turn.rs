@@ -1,6 +1,7 @@
 //! `POST /sessions/{id}/turn`: committed real-shaped sessions (tests/fixtures/turns: a Claude
 //! Code session with thinking blocks and empty results, an Agents-SDK-like Responses session
-//! with reasoning items, a computer-use session with screenshots) replayed turn by turn as an
+//! with reasoning items, a computer-use session with screenshots, a Codex-like session with
+//! freeform `apply_patch` calls) replayed turn by turn as an
 //! agent would send them — its full history, the last view plus the new messages, or only the
 //! new messages — with every view checked against the providers' own SDK types.
 
@@ -31,8 +32,10 @@ enum Mode {
 fn boundaries(format: &str, messages: &[Value]) -> Vec<usize> {
     let assistant_side = |m: &Value| match format {
         "openai_responses" => {
-            matches!(m["type"].as_str(), Some("reasoning" | "function_call"))
-                || m["role"] == "assistant"
+            matches!(
+                m["type"].as_str(),
+                Some("reasoning" | "function_call" | "custom_tool_call")
+            ) || m["role"] == "assistant"
         }
         _ => m["role"] == "assistant",
     };
@@ -252,6 +255,57 @@ on_both_backends! {
         // The calibration follows the usage reported (a tenth over ctxd's count).
         let calibrated = replays[0].answers.last().unwrap()["calibration"].as_f64().unwrap();
         assert!((calibrated - 1.1).abs() < 0.02, "calibration {calibrated}");
+    }
+}
+
+on_both_backends! {
+    async fn a_codex_session_with_freeform_tool_calls_replays_through_turn(app) {
+        let replays = replay_in_every_mode(&app, "codex_custom_tools", 4_000).await;
+        // A freeform call comes back as the custom tool call it was, answered by a custom tool
+        // call output: its input the patch text as sent or, once archived, a note naming the
+        // file it patches and the reference to recall it by.
+        let fixture = fixture("codex_custom_tools");
+        let sent: Vec<&Value> = fixture["messages"].as_array().unwrap().iter().collect();
+        let patch_of = |id: &Value| {
+            sent.iter()
+                .find(|m| m["type"] == "custom_tool_call" && m["call_id"] == *id)
+                .map(|m| m["input"].as_str().unwrap())
+                .expect("a patch of the session")
+        };
+        let (mut whole, mut archived) = (0, 0);
+        for answer in &replays[0].answers {
+            let items = view_list("openai_responses", &answer["view"]);
+            for call in items.iter().filter(|i| i["type"] == "custom_tool_call") {
+                assert_eq!(call["name"], "apply_patch");
+                let patch = patch_of(&call["call_id"]);
+                let input = call["input"].as_str().unwrap();
+                if input == patch {
+                    whole += 1;
+                } else {
+                    let file = patch.lines().nth(1).unwrap().trim_start_matches("*** Update File: ");
+                    assert!(input.contains("archived") && input.contains(file), "{input}");
+                    assert!(input.contains("observation://"), "{input}");
+                    archived += 1;
+                }
+                let answered = items.iter().find(|i| {
+                    i["call_id"] == call["call_id"] && i["type"] != "custom_tool_call"
+                });
+                assert_eq!(answered.unwrap()["type"], "custom_tool_call_output");
+            }
+        }
+        assert!(whole > 0 && archived > 0, "{whole} whole, {archived} archived");
+        // The log holds each as a custom call, the patch text as its arguments' input.
+        let events = app.all_events(&replays[0].session).await;
+        let stored: Vec<Value> = events
+            .iter()
+            .flat_map(|e| e["tool_calls"].as_array().cloned().unwrap_or_default())
+            .filter(|c| c["kind"] == "custom")
+            .collect();
+        assert_eq!(stored.len(), sent.iter().filter(|m| m["type"] == "custom_tool_call").count());
+        for call in &stored {
+            let arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+            assert_eq!(arguments["input"], patch_of(&call["id"]));
+        }
     }
 }
 

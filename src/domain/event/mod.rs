@@ -79,6 +79,28 @@ pub struct ToolCall {
     #[serde(default = "empty_arguments")]
     #[schema(value_type = ToolArguments)]
     pub arguments: Value,
+    /// `custom` for a call of a freeform tool (OpenAI's custom tools, such as Codex's
+    /// `apply_patch`), whose input is text: its arguments are then `{"input": text}`. Omitted
+    /// for a function call.
+    #[serde(default, skip_serializing_if = "CallKind::is_function")]
+    pub kind: CallKind,
+}
+
+/// What kind of tool a call calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CallKind {
+    /// A function tool: the arguments are a JSON object.
+    #[default]
+    Function,
+    /// A freeform tool: the input is text, held as the arguments' `input`.
+    Custom,
+}
+
+impl CallKind {
+    pub fn is_function(&self) -> bool {
+        *self == Self::Function
+    }
 }
 
 /// Tool-call argument keys whose value is text an agent writes into a file (Claude Code's
@@ -219,6 +241,32 @@ impl ToolCall {
         match &self.arguments {
             Value::String(s) => s.as_str().into(),
             other => other.to_string().into(),
+        }
+    }
+
+    /// A call of `name` to a freeform tool with `input`.
+    pub fn custom(id: String, name: String, input: &str) -> Self {
+        ToolCall {
+            id,
+            name,
+            arguments: Value::String(serde_json::json!({ "input": input }).to_string()),
+            kind: CallKind::Custom,
+        }
+    }
+
+    /// A freeform tool's input text: the arguments' `input`, or the arguments' text when they
+    /// have none (a view that shows the call's input archived names it there).
+    pub fn custom_input(&self) -> Cow<'_, str> {
+        match self.arguments_value() {
+            Cow::Owned(Value::Object(mut map)) => match map.remove("input") {
+                Some(Value::String(text)) => text.into(),
+                _ => self.arguments_text(),
+            },
+            Cow::Borrowed(Value::Object(map)) => match map.get("input") {
+                Some(Value::String(text)) => text.as_str().into(),
+                _ => self.arguments_text(),
+            },
+            _ => self.arguments_text(),
         }
     }
 
@@ -584,7 +632,10 @@ fn same_body(stored: &EventBody, new: &EventBody) -> bool {
         && a.is_error == b.is_error
         && a.tool_calls.len() == b.tool_calls.len()
         && a.tool_calls.iter().zip(&b.tool_calls).all(|(x, y)| {
-            x.id == y.id && x.name == y.name && x.arguments_text() == y.arguments_text()
+            x.id == y.id
+                && x.name == y.name
+                && x.kind == y.kind
+                && x.arguments_text() == y.arguments_text()
         })
 }
 

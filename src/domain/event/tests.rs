@@ -218,3 +218,36 @@ fn a_path_in_a_string_of_code_ends_at_the_escaped_line_break_after_it() {
     assert_eq!(named_path("C:\\Users\\notes.txt"), "C:\\Users\\notes.txt");
     assert_eq!(named_path("\\nsrc/a.rs"), "\\nsrc/a.rs");
 }
+
+/// A freeform tool's call is taken with its input as `{"input": text}`, and refused, naming
+/// the field, with arguments of any other shape; a function call's kind is left unsaid.
+#[test]
+fn a_custom_call_holds_its_input_as_text() {
+    let custom = |arguments: Value| {
+        json!({"type": "message", "role": "assistant",
+            "tool_calls": [{"id": "c1", "name": "apply_patch", "kind": "custom", "arguments": arguments}]})
+    };
+    let new = validate(custom(json!({"input": "*** Begin Patch\n"}))).expect("valid");
+    let EventBody::Message(message) = &new.body else {
+        panic!("a message")
+    };
+    assert_eq!(message.tool_calls[0].kind, CallKind::Custom);
+    assert_eq!(message.tool_calls[0].custom_input(), "*** Begin Patch\n");
+    let stored = serde_json::to_value(&message.tool_calls[0]).unwrap();
+    assert_eq!(stored["kind"], "custom");
+    for wrong in [
+        json!({"patch": "x"}),
+        json!({"input": 3}),
+        json!("*** Begin Patch"),
+    ] {
+        assert_eq!(fields(custom(wrong)), ["tool_calls[0].arguments"]);
+    }
+    let function = validate(json!({"type": "message", "role": "assistant",
+        "tool_calls": [{"id": "c1", "name": "ls", "arguments": "{}"}]}))
+    .expect("valid");
+    let EventBody::Message(message) = &function.body else {
+        panic!("a message")
+    };
+    let stored = serde_json::to_value(&message.tool_calls[0]).unwrap();
+    assert!(stored.get("kind").is_none(), "{stored}");
+}

@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use super::{
-    ContentInput, EpisodeEnd, EpisodeStart, EventBody, EventInput, EventType, Message, NewEvent,
-    Note, Role, MAX_ID_CHARS, MAX_NAME_CHARS,
+    CallKind, ContentInput, EpisodeEnd, EpisodeStart, EventBody, EventInput, EventType, Message,
+    NewEvent, Note, Role, ToolCall, MAX_ID_CHARS, MAX_NAME_CHARS,
 };
 use crate::domain::content::{read_parts, Content, Part};
 use crate::domain::{has_nul, nul_in_json, nul_in_object, FieldError, NUL_MESSAGE};
@@ -198,6 +198,11 @@ fn validate_message(input: EventInput, fail: &mut dyn FnMut(&str, String)) -> Op
             fail(&arguments, "must be a JSON string or object".into());
         } else if let Some(path) = nul_in_json(&arguments, &call.arguments) {
             fail(&path, NUL_MESSAGE.into());
+        } else if call.kind == CallKind::Custom && !has_input_text(call) {
+            fail(
+                &arguments,
+                "a custom call's arguments must be {\"input\": text}, its freeform input".into(),
+            );
         }
     }
     let mut unreadable = false;
@@ -278,4 +283,9 @@ fn validate_message(input: EventInput, fail: &mut dyn FnMut(&str, String)) -> Op
         name: input.name,
         is_error,
     })
+}
+
+/// Whether a custom call's arguments are `{"input": text}`.
+fn has_input_text(call: &ToolCall) -> bool {
+    matches!(&*call.arguments_value(), Value::Object(map) if map.get("input").is_some_and(Value::is_string))
 }

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::domain::compaction::ViewMessage;
 use crate::domain::content::Part;
-use crate::domain::event::{Role, ToolCall};
+use crate::domain::event::{CallKind, Role, ToolCall};
 
 /// `{"messages": [...]}` for OpenAI chat completions.
 #[derive(Serialize)]
@@ -143,7 +143,17 @@ pub(super) struct OpenaiCall<'a> {
     id: &'a str,
     #[serde(rename = "type")]
     kind: &'static str,
-    function: OpenaiFunction<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    function: Option<OpenaiFunction<'a>>,
+    /// A freeform tool's call: its name and input text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    custom: Option<OpenaiCustom<'a>>,
+}
+
+#[derive(Serialize)]
+pub(super) struct OpenaiCustom<'a> {
+    name: &'a str,
+    input: Cow<'a, str>,
 }
 
 #[derive(Serialize)]
@@ -210,12 +220,24 @@ pub(super) fn openai_message<'a>(message: &'a ViewMessage<'a>) -> OpenaiMessage<
         rendered.content = (!content.is_empty()).then_some(OpenaiContent::Text(content.into()));
         rendered.tool_calls = calls
             .iter()
-            .map(|call| OpenaiCall {
-                id: &call.id,
-                kind: "function",
-                function: OpenaiFunction {
-                    name: &call.name,
-                    arguments: ArgumentsText(&call.arguments),
+            .map(|call| match call.kind {
+                CallKind::Function => OpenaiCall {
+                    id: &call.id,
+                    kind: "function",
+                    function: Some(OpenaiFunction {
+                        name: &call.name,
+                        arguments: ArgumentsText(&call.arguments),
+                    }),
+                    custom: None,
+                },
+                CallKind::Custom => OpenaiCall {
+                    id: &call.id,
+                    kind: "custom",
+                    function: None,
+                    custom: Some(OpenaiCustom {
+                        name: &call.name,
+                        input: call.custom_input(),
+                    }),
                 },
             })
             .collect();

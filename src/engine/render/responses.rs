@@ -1,6 +1,7 @@
 //! OpenAI Responses `input` items: messages, each assistant turn as its reasoning items (in
-//! the current tool loop), its text and one `function_call` item per call, each call's
-//! `function_call_output` after them in call order.
+//! the current tool loop), its text and one `function_call` item per call (`custom_tool_call`
+//! for a freeform tool), each call's `function_call_output` (`custom_tool_call_output`) after
+//! them in call order.
 
 use std::borrow::Cow;
 
@@ -10,7 +11,7 @@ use super::openai::{error_text, openai_result_content, says_nothing, ArgumentsTe
 use super::{orphan_result_text, pair_tool_results, tool_calls_of, Keyed, PartKey, Placed};
 use crate::domain::compaction::ViewMessage;
 use crate::domain::content::Part;
-use crate::domain::event::{Role, ToolCall};
+use crate::domain::event::{CallKind, Role, ToolCall};
 
 /// `{"input": [...]}` for the OpenAI Responses API.
 #[derive(Serialize)]
@@ -77,6 +78,15 @@ enum Item<'a> {
         call_id: &'a str,
         output: EasyContent<'a>,
     },
+    CustomToolCall {
+        call_id: &'a str,
+        name: &'a str,
+        input: Cow<'a, str>,
+    },
+    CustomToolCallOutput {
+        call_id: &'a str,
+        output: EasyContent<'a>,
+    },
 }
 
 #[derive(Serialize)]
@@ -116,20 +126,30 @@ impl Serialize for ResponsesItem<'_> {
                 content: message_content(message),
             }
             .serialize(serializer),
+            Self::Call(call) if call.kind == CallKind::Custom => Item::CustomToolCall {
+                call_id: &call.id,
+                name: &call.name,
+                input: call.custom_input(),
+            }
+            .serialize(serializer),
             Self::Call(call) => Item::FunctionCall {
                 call_id: &call.id,
                 name: &call.name,
                 arguments: ArgumentsText(&call.arguments),
             }
             .serialize(serializer),
-            Self::Output { call, result } => Item::FunctionCallOutput {
-                call_id: &call.id,
-                output: match result {
+            Self::Output { call, result } => {
+                let call_id = &call.id;
+                let output = match result {
                     Some(result) if has_images(result) => with_images(result),
                     _ => EasyContent::Text(openai_result_content(result)),
-                },
+                };
+                match call.kind {
+                    CallKind::Function => Item::FunctionCallOutput { call_id, output },
+                    CallKind::Custom => Item::CustomToolCallOutput { call_id, output },
+                }
+                .serialize(serializer)
             }
-            .serialize(serializer),
             Self::Orphan(result) => EasyMessage {
                 role: "user",
                 content: EasyContent::Text(orphan_result_text(result).into()),

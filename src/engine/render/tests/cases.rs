@@ -384,3 +384,43 @@ fn format_is_lowercase_and_defaults_to_openai() {
     assert_eq!(raw["items"][1]["content"], "hi");
     assert_eq!(raw["items"][1]["role"], "user");
 }
+
+/// A freeform tool's call goes to each provider as the call it takes: a custom tool call (its
+/// input the text) in Responses and in chat, a `tool_use` with the input object for Anthropic.
+#[test]
+fn a_freeform_call_renders_as_each_providers_custom_call() {
+    let patch = "*** Begin Patch\n*** Update File: src/app.ts\n@@\n-a\n+b\n*** End Patch\n";
+    let view = vec![
+        user("patch it"),
+        ViewMessage {
+            tool_calls: vec![ToolCall::custom("p1".into(), "apply_patch".into(), patch)].into(),
+            ..assistant("")
+        },
+        result("p1", "Success. Updated the following files:\nM src/app.ts"),
+    ];
+    let responses = render_responses(&view);
+    assert_eq!(validate_responses(&responses), Ok(()), "{responses:#}");
+    assert_eq!(
+        responses["input"][1],
+        json!({"type": "custom_tool_call", "call_id": "p1", "name": "apply_patch", "input": patch})
+    );
+    assert_eq!(responses["input"][2]["type"], "custom_tool_call_output");
+    assert_eq!(responses["input"][2]["call_id"], "p1");
+    let openai = render_openai(&view);
+    assert_eq!(validate_openai(&openai), Ok(()), "{openai:#}");
+    assert_eq!(
+        openai["messages"][1]["tool_calls"][0],
+        json!({"id": "p1", "type": "custom", "custom": {"name": "apply_patch", "input": patch}})
+    );
+    let anthropic = render_anthropic(&view);
+    assert_eq!(validate_anthropic(&anthropic), Ok(()), "{anthropic:#}");
+    assert_eq!(
+        anthropic["messages"][1]["content"][0]["input"],
+        json!({"input": patch})
+    );
+    // An output answers a call of its own kind only.
+    let mut wrong = responses.clone();
+    wrong["input"][2]["type"] = json!("function_call_output");
+    let refused = validate_responses(&wrong).unwrap_err();
+    assert!(refused.contains("of its kind"), "{refused}");
+}

@@ -53,6 +53,7 @@ fn call(id: &str, arguments: Value) -> ToolCall {
         id: id.into(),
         name: "shell".into(),
         arguments,
+        kind: Default::default(),
     }
 }
 

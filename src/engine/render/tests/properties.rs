@@ -30,7 +30,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => Just(Step::User),
         1 => Just(Step::Note),
         1 => Just(Step::AssistantText),
-        2 => (1..=3usize, any::<bool>(), 0..4u8).prop_map(|(count, with_text, arguments)| {
+        2 => (1..=3usize, any::<bool>(), 0..5u8).prop_map(|(count, with_text, arguments)| {
             Step::Calls { count, with_text, arguments }
         }),
         4 => (any::<prop::sample::Index>(), any::<bool>())
@@ -67,7 +67,8 @@ fn view_of(systems: usize, with_summary: bool, steps: &[Step]) -> Vec<ViewMessag
                     continue;
                 }
                 unanswered.extend(&ids);
-                let arguments = |id: &str| match arguments {
+                let kind = *arguments;
+                let arguments = |id: &str| match kind {
                     0 => json!({"step": n, "id": id}),
                     1 => json!(format!("{{\"step\": {n}}}")),
                     2 => json!(format!("not json {n}")),
@@ -81,7 +82,15 @@ fn view_of(systems: usize, with_summary: bool, steps: &[Step]) -> Vec<ViewMessag
                 view.push(ViewMessage {
                     tool_calls: ids
                         .iter()
-                        .map(|id| call(id, arguments(id)))
+                        .map(|id| match kind {
+                            // A freeform tool's call: its input is text.
+                            4 => ToolCall::custom(
+                                (*id).to_owned(),
+                                "apply_patch".into(),
+                                &format!("*** patch {n}"),
+                            ),
+                            _ => call(id, arguments(id)),
+                        })
                         .collect::<Vec<_>>()
                         .into(),
                     ..assistant(&content)
@@ -163,7 +172,9 @@ proptest! {
         let responses = render_responses(&view);
         prop_assert_eq!(validate_responses(&responses), Ok(()), "{:#}", responses);
         assert_no_content_lost(&view, &responses);
-        prop_assert_eq!(count(&responses, "type", "function_call_output"), results);
+        let outputs = count(&responses, "type", "function_call_output")
+            + count(&responses, "type", "custom_tool_call_output");
+        prop_assert_eq!(outputs, results);
     }
 
     /// A view written after an earlier one (a prefix of it, as between compactions that do

@@ -53,6 +53,7 @@ pub(super) fn call(seq: i64, id: &str, name: &str, arguments: Value) -> Event {
                 id: id.into(),
                 name: name.into(),
                 arguments,
+                kind: Default::default(),
             }],
             ..message(Role::Assistant, "")
         }),

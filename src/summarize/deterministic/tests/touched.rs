@@ -22,6 +22,7 @@ fn files_named_past_an_entry_are_listed_as_touched() {
         id: "c1".into(),
         name: "bash".into(),
         arguments: json!({ "command": command }),
+        kind: Default::default(),
     }];
     let events = [
         user(1, "Set up the build."),
@@ -114,6 +115,7 @@ fn commands_keep_their_outcome_files_their_last_action_and_errors_their_fix() {
         id: id.into(),
         name: name.into(),
         arguments,
+        kind: Default::default(),
     };
     let calling = |seq, call: ToolCall| {
         let mut m = message(Role::Assistant, "");

@@ -130,10 +130,8 @@ pub fn message_tokens(message: &Value, tokenizer: Tokenizer) -> i64 {
         .into_iter()
         .flatten()
         .map(|c| {
-            let f = &c["function"];
-            TOOL_CALL_OVERHEAD
-                + tokenizer.count(f["name"].as_str().unwrap_or_default())
-                + tokenizer.count(f["arguments"].as_str().unwrap_or_default())
+            let (name, arguments) = super::input::chat_call(c);
+            TOOL_CALL_OVERHEAD + tokenizer.count(name) + tokenizer.count(&arguments)
         })
         .sum();
     MESSAGE_OVERHEAD + text + calls

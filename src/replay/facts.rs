@@ -260,8 +260,8 @@ fn acted_on_strings(message: &Value) -> Vec<String> {
 fn strings_of_arguments(message: &Value, skipped: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
     for call in message["tool_calls"].as_array().into_iter().flatten() {
-        let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
-        match serde_json::from_str::<Value>(arguments) {
+        let (_, arguments) = super::input::chat_call(call);
+        match serde_json::from_str::<Value>(&arguments) {
             Ok(value) => {
                 let mut strings = Vec::new();
                 walk_strings(&value, skipped, &mut strings);

@@ -13,6 +13,24 @@ mod responses;
 
 use responses::{Responses, Row};
 
+/// A chat tool call's name and its arguments as ctxd holds them: a function call's JSON text,
+/// a freeform (custom) call's input as `{"input": text}`.
+pub fn chat_call(call: &Value) -> (&str, String) {
+    match call.get("custom") {
+        Some(custom) => (
+            custom["name"].as_str().unwrap_or_default(),
+            json!({"input": custom["input"].as_str().unwrap_or_default()}).to_string(),
+        ),
+        None => (
+            call["function"]["name"].as_str().unwrap_or_default(),
+            call["function"]["arguments"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        ),
+    }
+}
+
 /// The messages of the session in `text`; `name` names the file in errors.
 pub fn read(name: &str, text: &str) -> Result<Vec<Value>, String> {
     let trimmed = text.trim_start();
@@ -327,7 +345,7 @@ fn chat(mut object: Map<String, Value>) -> Value {
     }
     if let Some(Value::Array(calls)) = object.get_mut("tool_calls") {
         for call in calls.iter_mut() {
-            if call.get("function").is_some() {
+            if call.get("function").is_some() || call.get("custom").is_some() {
                 continue;
             }
             let arguments = match call.get("arguments") {
@@ -521,9 +539,14 @@ mod tests {
             calls[0]["function"]["arguments"],
             "{\"command\":[\"cat\",\"a.rs\"]}"
         );
+        // A freeform call stays one: ctxd takes it as a custom call.
         assert_eq!(
-            (&calls[1]["id"], &calls[1]["function"]["arguments"]),
-            (&json!("c2"), &json!("{\"input\":\"*** Begin Patch\"}"))
+            calls[1],
+            json!({"id": "c2", "type": "custom", "custom": {"name": "apply_patch", "input": "*** Begin Patch"}})
+        );
+        assert_eq!(
+            super::chat_call(&calls[1]),
+            ("apply_patch", "{\"input\":\"*** Begin Patch\"}".to_owned())
         );
         assert_eq!(read[5]["tool_calls"][0]["function"]["name"], "local_shell");
         assert_eq!(read[6]["tool_call_id"], "c3");

@@ -94,6 +94,12 @@ pub(super) struct Responses {
     assistant: Option<Value>,
 }
 
+/// What a call passes: a function's arguments (JSON text), or a freeform tool's input.
+enum Call<'a> {
+    Function(String),
+    Custom(&'a str),
+}
+
 impl Responses {
     /// The chat messages `item` completes (the assistant turn before it, then its own).
     pub(super) fn read(&mut self, item: &Map<String, Value>) -> Vec<Value> {
@@ -105,16 +111,18 @@ impl Responses {
         let call = match kind {
             "function_call" => Some((
                 field("name"),
-                item.get("arguments")
-                    .map_or_else(|| "{}".to_owned(), text_or_json),
+                Call::Function(
+                    item.get("arguments")
+                        .map_or_else(|| "{}".to_owned(), text_or_json),
+                ),
             )),
-            "custom_tool_call" => {
-                Some((field("name"), json!({"input": field("input")}).to_string()))
-            }
+            "custom_tool_call" => Some((field("name"), Call::Custom(field("input")))),
             "local_shell_call" => Some((
                 "local_shell",
-                item.get("action")
-                    .map_or_else(|| "{}".to_owned(), Value::to_string),
+                Call::Function(
+                    item.get("action")
+                        .map_or_else(|| "{}".to_owned(), Value::to_string),
+                ),
             )),
             _ => None,
         };
@@ -127,8 +135,12 @@ impl Responses {
                 turn["tool_calls"] = json!([]);
             }
             if let Some(calls) = turn["tool_calls"].as_array_mut() {
-                calls.push(json!({"id": id, "type": "function",
-                    "function": {"name": name, "arguments": arguments}}));
+                calls.push(match arguments {
+                    Call::Function(arguments) => json!({"id": id, "type": "function",
+                        "function": {"name": name, "arguments": arguments}}),
+                    Call::Custom(input) => json!({"id": id, "type": "custom",
+                        "custom": {"name": name, "input": input}}),
+                });
             }
             return Vec::new();
         }

@@ -1,0 +1,108 @@
+//! A tool call an assistant message issues, and how its arguments read.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+/// A tool call issued by an assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    /// The provider's call id; the tool result answers it with `tool_call_id`.
+    #[schema(min_length = 1, max_length = 256)]
+    pub id: String,
+    /// The tool's name.
+    #[schema(min_length = 1, max_length = 256)]
+    pub name: String,
+    /// The arguments, as the provider gave them: a JSON string (OpenAI) or an object (Anthropic).
+    /// Stored and returned as the JSON string either way.
+    #[serde(default = "empty_arguments")]
+    #[schema(value_type = ToolArguments)]
+    pub arguments: Value,
+    /// `custom` for a call of a freeform tool (OpenAI's custom tools, such as Codex's
+    /// `apply_patch`), whose input is text: its arguments are then `{"input": text}`. Omitted
+    /// for a function call.
+    #[serde(default, skip_serializing_if = "CallKind::is_function")]
+    pub kind: CallKind,
+}
+
+/// What kind of tool a call calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CallKind {
+    /// A function tool: the arguments are a JSON object.
+    #[default]
+    Function,
+    /// A freeform tool: the input is text, held as the arguments' `input`.
+    Custom,
+}
+
+impl CallKind {
+    pub fn is_function(&self) -> bool {
+        *self == Self::Function
+    }
+}
+
+/// Tool-call arguments as a client may send them (documentation only: the field is a `Value`).
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum ToolArguments {
+    /// The JSON text, as OpenAI gives it.
+    Text(String),
+    /// The object, as Anthropic gives it.
+    Object(Map<String, Value>),
+}
+
+fn empty_arguments() -> Value {
+    Value::Object(Map::new())
+}
+
+impl ToolCall {
+    /// The arguments as the text a provider sees.
+    pub fn arguments_text(&self) -> Cow<'_, str> {
+        match &self.arguments {
+            Value::String(s) => s.as_str().into(),
+            other => other.to_string().into(),
+        }
+    }
+
+    /// A call of `name` to a freeform tool with `input`.
+    pub fn custom(id: String, name: String, input: &str) -> Self {
+        ToolCall {
+            id,
+            name,
+            arguments: Value::String(serde_json::json!({ "input": input }).to_string()),
+            kind: CallKind::Custom,
+        }
+    }
+
+    /// A freeform tool's input text: the arguments' `input`, or the arguments' text when they
+    /// have none (a view that shows the call's input archived names it there).
+    pub fn custom_input(&self) -> Cow<'_, str> {
+        match self.arguments_value() {
+            Cow::Owned(Value::Object(mut map)) => match map.remove("input") {
+                Some(Value::String(text)) => text.into(),
+                _ => self.arguments_text(),
+            },
+            Cow::Borrowed(Value::Object(map)) => match map.get("input") {
+                Some(Value::String(text)) => text.as_str().into(),
+                _ => self.arguments_text(),
+            },
+            _ => self.arguments_text(),
+        }
+    }
+
+    /// The arguments as a value: the JSON text a provider sent parsed, an object as it is; a
+    /// text that is not JSON (a freeform tool's input) as that string.
+    pub fn arguments_value(&self) -> Cow<'_, Value> {
+        match &self.arguments {
+            Value::String(s) => {
+                serde_json::from_str(s).map_or(Cow::Borrowed(&self.arguments), Cow::Owned)
+            }
+            other => Cow::Borrowed(other),
+        }
+    }
+}

@@ -84,7 +84,7 @@ def check(entry):
         once_a_request(
             item.get("call_id")
             for item in view["input"]
-            if item.get("type") in ("function_call", "custom_tool_call")
+            if item.get("type") in ("function_call", "custom_tool_call", "shell_call", "apply_patch_call")
         )
     elif entry["format"] == "anthropic":
         consume(ANTHROPIC.validate_python({"model": "claude-sonnet-4-5", "max_tokens": 1024, **view}))

@@ -805,6 +805,63 @@ def build_codex():
             "tools": tools, "messages": messages}
 
 # ---------------------------------------------------------------------------------------------
+# An agent on OpenAI's built-in `shell` and `apply_patch` tools (Responses `shell_call` and
+# `apply_patch_call` items, answered by `shell_call_output` and `apply_patch_call_output`).
+
+
+def build_shell_tools():
+    messages = [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": CODEX_DEVELOPER}]},
+    ]
+    calls = 0
+    for t, (request, edits, final) in enumerate(CODEX_TASKS):
+        messages.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": request}]})
+        for step, (path, what) in enumerate(edits):
+            seed = f"shell_tools:{t}:{step}"
+            messages.append({"type": "reasoning", "id": hex_id("rs_", seed), "summary": [],
+                             "encrypted_content": encrypted_content(seed)})
+            read_id = "call_" + hex_id("", seed + ":read", 24)
+            messages.append({"type": "shell_call", "id": hex_id("sh_", seed), "call_id": read_id, "status": "completed",
+                             "action": {"commands": [f"sed -n 1,200p {path}"], "timeout_ms": 120000,
+                                        "max_output_length": 12000}})
+            messages.append({"type": "shell_call_output", "call_id": read_id, "max_output_length": 12000,
+                             "output": [{"stdout": CODEX_FILES[path], "stderr": "",
+                                         "outcome": {"type": "exit", "exit_code": 0}}]})
+            patch_id = "call_" + hex_id("", seed + ":patch", 24)
+            diff = "\n".join(codex_patch(path, what, seed).splitlines()[2:-1]) + "\n"
+            messages.append({"type": "apply_patch_call", "id": hex_id("apc_", seed), "call_id": patch_id,
+                             "status": "completed", "operation": {"type": "update_file", "path": path, "diff": diff}})
+            messages.append({"type": "apply_patch_call_output", "call_id": patch_id, "status": "completed",
+                             "output": f"Updated {path}"})
+            calls += 2
+        for attempt, code in enumerate((1, 0)):
+            seed = f"shell_tools:{t}:test:{attempt}"
+            test_id = "call_" + hex_id("", seed, 24)
+            messages.append({"type": "shell_call", "id": hex_id("sh_", seed), "call_id": test_id, "status": "completed",
+                             "action": {"commands": ["npm test"], "timeout_ms": 600000}})
+            stdout = "".join(f"PASS tests/employees.test.ts > lists page {i}\n" for i in range(36 - 2 * code))
+            stderr = (f"FAIL tests/employees.test.ts > lists page 35\nTypeError: listEmployees is not a function "
+                      f"(src/routes/employees.ts:{12 + t})\n") if code else ""
+            messages.append({"type": "shell_call_output", "call_id": test_id,
+                             "output": [{"stdout": stdout, "stderr": stderr,
+                                         "outcome": {"type": "exit", "exit_code": code}}]})
+            calls += 1
+        messages.append({"type": "message", "role": "assistant", "id": hex_id("msg_", f"shell_tools:{t}"),
+                         "status": "completed", "content": [{"type": "output_text", "text": final, "annotations": []}]})
+    messages.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Thanks. Commit it."}]})
+    source = (
+        "Synthesised by scripts/make-turn-fixtures.py (no corpus material), in the shape of a Responses "
+        f"input of an agent on OpenAI's built-in shell and apply_patch tools: a developer message, two tasks, "
+        f"{calls} calls: `shell_call` items (the action's commands) answered by `shell_call_output` "
+        "(stdout, stderr, outcome; one failing test run a task), `apply_patch_call` items (an update_file "
+        "operation with its diff) answered by `apply_patch_call_output`, reasoning items with Fernet-shaped "
+        "encrypted_content of SHA-256 material (not real tokens)."
+    )
+    tools = [{"type": "shell"}, {"type": "apply_patch"}]
+    return {"name": "shell_and_apply_patch", "format": "openai_responses", "source": source,
+            "tools": tools, "messages": messages}
+
+# ---------------------------------------------------------------------------------------------
 
 
 def write(fixture):
@@ -826,6 +883,7 @@ def main(argv):
     write(build_tau(corpus))
     write(build_computer())
     write(build_codex())
+    write(build_shell_tools())
     return 0
 
 

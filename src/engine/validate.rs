@@ -356,9 +356,10 @@ fn user_content(message: &Value, i: usize) -> Result<(), String> {
 
 /// Checks an OpenAI Responses request's `input`: messages with known roles and string or
 /// input_text/input_image content; `function_call` items with ids and string arguments (and
-/// `custom_tool_call` items with string input), each answered exactly once by a later
-/// `function_call_output` (`custom_tool_call_output`) and every output answering an earlier
-/// call of its kind; `reasoning` items with an id and a summary list, each followed by an
+/// `custom_tool_call` items with string input, `shell_call` items with commands and
+/// `apply_patch_call` items with a file operation), each answered exactly once by a later
+/// output of its kind (`function_call_output`, `custom_tool_call_output`, `shell_call_output`,
+/// `apply_patch_call_output`) and every output answering an earlier call of its kind; `reasoning` items with an id and a summary list, each followed by an
 /// assistant item (a message or a call) before the next user message.
 pub fn validate_responses(request: &Value) -> Result<(), String> {
     let items = request
@@ -416,20 +417,49 @@ pub fn validate_responses(request: &Value) -> Result<(), String> {
                 }
                 reasoning_waits.get_or_insert(i);
             }
-            "function_call" | "custom_tool_call" => {
+            "function_call" | "custom_tool_call" | "shell_call" | "apply_patch_call" => {
                 let id = non_empty_str(item.get("call_id"))
                     .ok_or(format!("{at}.call_id must be a non-empty string"))?;
-                if non_empty_str(item.get("name")).is_none() {
-                    return Err(format!("{at}.name must be a non-empty string"));
-                }
-                let (text, output) = if kind == "function_call" {
-                    ("arguments", "function_call_output")
-                } else {
-                    ("input", "custom_tool_call_output")
+                let output = match kind {
+                    "function_call" | "custom_tool_call" => {
+                        if non_empty_str(item.get("name")).is_none() {
+                            return Err(format!("{at}.name must be a non-empty string"));
+                        }
+                        let (text, output) = if kind == "function_call" {
+                            ("arguments", "function_call_output")
+                        } else {
+                            ("input", "custom_tool_call_output")
+                        };
+                        if !item.get(text).is_some_and(Value::is_string) {
+                            return Err(format!("{at}.{text} must be a string"));
+                        }
+                        output
+                    }
+                    "shell_call" => {
+                        let commands = item.pointer("/action/commands").and_then(Value::as_array);
+                        if !commands
+                            .is_some_and(|c| !c.is_empty() && c.iter().all(Value::is_string))
+                        {
+                            return Err(format!("{at}.action.commands must be a list of strings"));
+                        }
+                        "shell_call_output"
+                    }
+                    _ => {
+                        let operation = item.get("operation");
+                        let field =
+                            |key| operation.and_then(|o| o.get(key)).and_then(Value::as_str);
+                        let diff_ok =
+                            field("diff").is_some() || field("type") == Some("delete_file");
+                        let known = matches!(
+                            field("type"),
+                            Some("create_file" | "update_file" | "delete_file")
+                        );
+                        if !known || field("path").is_none() || !diff_ok {
+                            return Err(format!("{at}.operation must be a file operation"));
+                        }
+                        "apply_patch_call_output"
+                    }
                 };
-                if !item.get(text).is_some_and(Value::is_string) {
-                    return Err(format!("{at}.{text} must be a string"));
-                }
                 if open.iter().any(|(c, _)| *c == id) || answered.contains(id) {
                     return Err(format!("{at}: call id {id:?} is used twice"));
                 }
@@ -449,6 +479,34 @@ pub fn validate_responses(request: &Value) -> Result<(), String> {
                 match item.get("output") {
                     Some(Value::String(_) | Value::Array(_)) => {}
                     _ => return Err(format!("{at}.output must be a string or parts")),
+                }
+            }
+            "shell_call_output" | "apply_patch_call_output" => {
+                let id = non_empty_str(item.get("call_id"))
+                    .ok_or(format!("{at}.call_id must be a non-empty string"))?;
+                let Some(k) = open.iter().position(|(c, o)| *c == id && *o == kind) else {
+                    return Err(format!(
+                        "{at}: output {id:?} answers no earlier open call of its kind"
+                    ));
+                };
+                open.remove(k);
+                answered.insert(id);
+                let shaped = if kind == "shell_call_output" {
+                    item.get("output")
+                        .and_then(Value::as_array)
+                        .is_some_and(|chunks| {
+                            chunks.iter().all(|c| {
+                                c.get("stdout").is_some_and(Value::is_string)
+                                    && c.get("stderr").is_some_and(Value::is_string)
+                                    && c.pointer("/outcome/type").is_some_and(Value::is_string)
+                            })
+                        })
+                } else {
+                    let status = item.get("status").and_then(Value::as_str);
+                    matches!(status, Some("completed" | "failed"))
+                };
+                if !shaped {
+                    return Err(format!("{at}: not a valid {kind}"));
                 }
             }
             other => return Err(format!("{at}: unknown item type {other:?}")),

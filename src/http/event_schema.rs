@@ -62,8 +62,9 @@ pub struct StoredToolCall {
     /// The arguments as the JSON text a provider sees, whether they were sent as a string or as
     /// an object.
     pub arguments: String,
-    /// `custom` for a call of a freeform tool, whose arguments are `{"input": text}`; omitted
-    /// for a function call.
+    /// `custom` for a call of a freeform tool, whose arguments are `{"input": text}`; `shell`
+    /// or `apply_patch` for a call of OpenAI's built-in tool of that name, whose arguments are
+    /// its `action` or `operation`; omitted for a function call.
     #[schema(required = false)]
     pub kind: crate::domain::event::CallKind,
 }

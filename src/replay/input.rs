@@ -518,6 +518,10 @@ mod tests {
 {"type": "response_item", "payload": {"type": "custom_tool_call_output", "call_id": "c2", "output": "Done!"}}
 {"type": "response_item", "payload": {"type": "local_shell_call", "call_id": "c3", "status": "completed", "action": {"type": "exec", "command": ["ls"]}}}
 {"type": "response_item", "payload": {"type": "local_shell_call_output", "call_id": "c3", "output": "a.rs"}}
+{"type": "response_item", "payload": {"type": "shell_call", "call_id": "c4", "action": {"commands": ["cargo test"]}}}
+{"type": "response_item", "payload": {"type": "apply_patch_call", "call_id": "c5", "status": "completed", "operation": {"type": "delete_file", "path": "b.rs"}}}
+{"type": "response_item", "payload": {"type": "shell_call_output", "call_id": "c4", "output": [{"stdout": "running 2 tests\n", "stderr": "error: 1 failed\n", "outcome": {"type": "exit", "exit_code": 101}}]}}
+{"type": "response_item", "payload": {"type": "apply_patch_call_output", "call_id": "c5", "status": "completed", "output": "Deleted b.rs"}}
 {"type": "compacted", "payload": {"message": "a summary of the above"}}
 {"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Fixed."}]}}"#;
         let read = super::read("rollout.jsonl", rollout).unwrap();
@@ -531,6 +535,9 @@ mod tests {
                 ("tool", "Done!"),
                 ("assistant", ""),
                 ("tool", "a.rs"),
+                ("assistant", ""),
+                ("tool", "running 2 tests\nerror: 1 failed\n[exit code 101]"),
+                ("tool", "Deleted b.rs"),
                 ("assistant", "Fixed.")
             ]
         );
@@ -550,6 +557,14 @@ mod tests {
         );
         assert_eq!(read[5]["tool_calls"][0]["function"]["name"], "local_shell");
         assert_eq!(read[6]["tool_call_id"], "c3");
+        // OpenAI's built-in shell and apply_patch calls: function calls taking their action or
+        // operation.
+        let built_in = &read[7]["tool_calls"];
+        assert_eq!(built_in[0]["function"]["name"], "shell");
+        assert_eq!(
+            built_in[1]["function"]["arguments"],
+            "{\"path\":\"b.rs\",\"type\":\"delete_file\"}"
+        );
         // An older rollout: a header with the instructions, state rows, bare items; the same
         // items as an agent's `input` list read alike.
         let older = r#"{"id": "s", "timestamp": "2025-06-01", "instructions": "You are Codex."}

@@ -1,6 +1,6 @@
 //! Provider-native messages read as ctxd events: OpenAI chat `messages`, Anthropic `system`
 //! and `messages` (tool_use and tool_result blocks become tool calls and tool results), and
-//! OpenAI Responses `input` items (a turn's reasoning, text and function calls become one
+//! OpenAI Responses `input` items (a turn's reasoning, text and tool calls become one
 //! assistant message).
 //!
 //! Reading is deterministic, so two lists that read to the same events say the same thing:
@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use crate::domain::event::{
-    CallKind, ContentInput, EventInput, EventType, NewEvent, Role, ToolCall,
+    CallKind, ContentInput, EventInput, EventType, NewEvent, Role, ShellOutcome, ToolCall,
 };
 use crate::domain::FieldError;
 use crate::engine::render::Format;
@@ -417,6 +417,37 @@ impl Reader {
                 let call = ToolCall::custom(id, field("name").to_owned(), field("input"));
                 self.draft(i, false).calls.push(call);
             }
+            "shell_call" | "apply_patch_call" => {
+                let (name, key, kind) = match kind {
+                    "shell_call" => ("shell", "action", CallKind::Shell),
+                    _ => ("apply_patch", "operation", CallKind::ApplyPatch),
+                };
+                let call = ToolCall {
+                    id: str_of(item.get("call_id")).to_owned(),
+                    name: name.to_owned(),
+                    arguments: Value::String(item.get(key).cloned().unwrap_or_default().to_string()),
+                    kind,
+                };
+                self.draft(i, false).calls.push(call);
+            }
+            "shell_call_output" | "apply_patch_call_output" => {
+                let output = match kind {
+                    "shell_call_output" => shell_output(item.get("output")),
+                    _ => patch_output(item),
+                };
+                let (text, failed) = match output {
+                    Ok(output) => output,
+                    Err((field, e)) => return self.fail(format!("{at}.{field}"), e),
+                };
+                self.flush_assistant();
+                let id = item.get("call_id").and_then(Value::as_str);
+                let mut input = message_input(Role::Tool);
+                input.tool_call_id = id.map(str::to_owned);
+                input.name = self.result_name(id);
+                input.content = Some(ContentInput::Text(text));
+                input.is_error = Some(failed);
+                self.push(i, input);
+            }
             "function_call_output" | "custom_tool_call_output" => {
                 self.flush_assistant();
                 let id = item.get("call_id").and_then(Value::as_str);
@@ -431,7 +462,7 @@ impl Reader {
             }
             other => self.fail(
                 format!("{at}.type"),
-                format!("`{other}` items are not supported: send message, reasoning, function_call, function_call_output, custom_tool_call and custom_tool_call_output items"),
+                format!("`{other}` items are not supported: send message, reasoning, function_call, custom_tool_call, shell_call and apply_patch_call items and their outputs"),
             ),
         }
     }
@@ -462,6 +493,69 @@ impl Reader {
         input.content = content_of(draft.parts);
         input.tool_calls = (!draft.calls.is_empty()).then_some(draft.calls);
         self.push(draft.origin, input);
+    }
+}
+
+/// A `shell_call_output`'s `output` chunks as one text (each command's stdout, its stderr, and
+/// how it ended when it failed: [`ShellOutcome::line`]) and whether a command failed; an
+/// output sent as text is taken as it is.
+fn shell_output(output: Option<&Value>) -> Result<(String, bool), (String, &'static str)> {
+    let chunks = match output {
+        Some(Value::Array(chunks)) => chunks,
+        // Some clients send the output already as text.
+        Some(Value::String(text)) => return Ok((text.clone(), false)),
+        _ => {
+            return Err((
+                "output".into(),
+                "must be an array of {stdout, stderr, outcome}, or text",
+            ))
+        }
+    };
+    let mut lines = Vec::new();
+    let mut failed = false;
+    for (k, chunk) in chunks.iter().enumerate() {
+        let text = |key| chunk.get(key).and_then(Value::as_str);
+        let (Some(stdout), Some(stderr)) = (text("stdout"), text("stderr")) else {
+            return Err((format!("output[{k}]"), "must have stdout and stderr text"));
+        };
+        let outcome = chunk.get("outcome");
+        let outcome = match outcome.and_then(|o| o.get("type")).and_then(Value::as_str) {
+            Some("exit") => outcome
+                .and_then(|o| o.get("exit_code"))
+                .and_then(Value::as_i64)
+                .map(ShellOutcome::Exit),
+            Some("timeout") => Some(ShellOutcome::Timeout),
+            _ => None,
+        };
+        let Some(outcome) = outcome else {
+            return Err((
+                format!("output[{k}].outcome"),
+                "must be {\"type\": \"exit\", \"exit_code\": n} or {\"type\": \"timeout\"}",
+            ));
+        };
+        failed |= outcome != ShellOutcome::Exit(0);
+        let said = [stdout, stderr].map(|t| t.trim_end_matches('\n'));
+        lines.extend(
+            said.into_iter()
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned),
+        );
+        lines.extend(outcome.line());
+    }
+    Ok((lines.join("\n"), failed))
+}
+
+/// An `apply_patch_call_output`'s text and whether the patch failed.
+fn patch_output(item: &Map<String, Value>) -> Result<(String, bool), (String, &'static str)> {
+    let failed = match item.get("status").and_then(Value::as_str) {
+        Some("completed") => false,
+        Some("failed") => true,
+        _ => return Err(("status".into(), "must be \"completed\" or \"failed\"")),
+    };
+    match item.get("output") {
+        None | Some(Value::Null) => Ok((String::new(), failed)),
+        Some(Value::String(text)) => Ok((text.clone(), failed)),
+        Some(_) => Err(("output".into(), "must be text or null")),
     }
 }
 
@@ -571,5 +665,66 @@ mod tests {
         let errors = super::read(Format::Openai, None, &broken).unwrap_err();
         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["messages[0].content[0].type", "messages[1].role"]);
+    }
+
+    #[test]
+    fn openai_shell_and_apply_patch_items_read_as_calls_and_their_results() {
+        let action = json!({"commands": ["ls", "cargo test"], "timeout_ms": 60000});
+        let operation = json!({"type": "update_file", "path": "src/a.rs", "diff": "@@\n-a\n+b\n"});
+        let items = [
+            json!({"role": "user", "content": "Fix the test"}),
+            json!({"type": "shell_call", "id": "sh_1", "call_id": "s1", "status": "completed", "action": action}),
+            json!({"type": "apply_patch_call", "call_id": "p1", "status": "completed", "operation": operation}),
+            json!({"type": "shell_call_output", "call_id": "s1", "max_output_length": 1000, "output": [
+                {"stdout": "Cargo.toml\nsrc\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}},
+                {"stdout": "", "stderr": "error[E0425]: cannot find value `x`\n",
+                 "outcome": {"type": "exit", "exit_code": 101}}]}),
+            json!({"type": "apply_patch_call_output", "call_id": "p1", "status": "failed", "output": "no such file"}),
+        ];
+        let read = read(Format::OpenaiResponses, None, &items).unwrap();
+        assert_eq!(roles(&read), ["user@0", "assistant@1", "tool@3", "tool@4"]);
+        let calls = read.events[1].event.body.tool_calls();
+        assert_eq!(calls[0].kind, CallKind::Shell);
+        assert_eq!(calls[0].name, "shell");
+        assert_eq!(*calls[0].arguments_value(), action);
+        assert_eq!(calls[1].kind, CallKind::ApplyPatch);
+        assert_eq!(*calls[1].arguments_value(), operation);
+        let EventBody::Message(shell) = &read.events[2].event.body else {
+            panic!("a tool result")
+        };
+        // Each command's output, then how the failed one ended; the result is marked failed.
+        assert_eq!(
+            shell.content.text(),
+            "Cargo.toml\nsrc\nerror[E0425]: cannot find value `x`\n[exit code 101]"
+        );
+        assert_eq!(
+            (shell.is_error, shell.name.as_deref()),
+            (Some(true), Some("shell"))
+        );
+        let EventBody::Message(patch) = &read.events[3].event.body else {
+            panic!("a tool result")
+        };
+        assert_eq!(
+            (patch.content.text(), patch.is_error),
+            ("no such file", Some(true))
+        );
+
+        let broken = [
+            json!({"type": "shell_call", "call_id": "s1", "action": {"commands": []}}),
+            json!({"type": "shell_call_output", "call_id": "s1", "output": [{"stdout": "", "stderr": "", "outcome": {"type": "crash"}}]}),
+            json!({"type": "apply_patch_call_output", "call_id": "p1", "status": "done"}),
+            json!({"type": "local_shell_call", "call_id": "l1", "action": {"type": "exec", "command": ["ls"]}}),
+        ];
+        let errors = super::read(Format::OpenaiResponses, None, &broken).unwrap_err();
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "messages[1].output[0].outcome",
+                "messages[2].status",
+                "messages[3].type",
+                "messages[0].tool_calls[0].arguments"
+            ]
+        );
     }
 }

@@ -310,6 +310,68 @@ on_both_backends! {
 }
 
 on_both_backends! {
+    async fn openai_shell_and_apply_patch_calls_replay_through_turn(app) {
+        let replays = replay_in_every_mode(&app, "shell_and_apply_patch", 4_000).await;
+        let fixture = fixture("shell_and_apply_patch");
+        let sent: Vec<&Value> = fixture["messages"].as_array().unwrap().iter().collect();
+        let sent_item = |kind: &str, id: &Value| {
+            sent.iter()
+                .find(|m| m["type"] == kind && m["call_id"] == *id)
+                .copied()
+                .unwrap_or_else(|| panic!("a {kind} {id} of the session"))
+        };
+        // Each call comes back as the built-in tool's own item, answered by its own output: a
+        // shell call with its commands, a failed run's outcome as the exit code it had.
+        let (mut shell, mut patches, mut failed) = (0, 0, 0);
+        for answer in &replays[0].answers {
+            let items = view_list("openai_responses", &answer["view"]);
+            for call in items.iter().filter(|i| i["type"] == "shell_call" || i["type"] == "apply_patch_call") {
+                let kind = call["type"].as_str().unwrap();
+                let sent_call = sent_item(kind, &call["call_id"]);
+                let output = items
+                    .iter()
+                    .find(|i| i["call_id"] == call["call_id"] && i["type"] != call["type"])
+                    .expect("an answered call");
+                assert_eq!(output["type"], format!("{kind}_output"));
+                if kind == "shell_call" {
+                    shell += 1;
+                    assert_eq!(call["action"]["commands"], sent_call["action"]["commands"]);
+                    let sent_output = sent_item("shell_call_output", &call["call_id"]);
+                    let outcome = &output["output"][0]["outcome"];
+                    assert_eq!(*outcome, sent_output["output"][0]["outcome"], "{output}");
+                    failed += usize::from(outcome["exit_code"] != 0);
+                } else {
+                    patches += 1;
+                    assert_eq!(call["operation"]["path"], sent_call["operation"]["path"]);
+                    assert_eq!(output["status"], "completed");
+                }
+            }
+        }
+        assert!(shell > 0 && patches > 0 && failed > 0, "{shell} shell, {patches} patches, {failed} failed");
+        // The log holds them as calls of their kind, the action or operation as arguments, and
+        // a failed run's result marked failed, naming its exit code.
+        let events = app.all_events(&replays[0].session).await;
+        let calls: Vec<Value> = events
+            .iter()
+            .flat_map(|e| e["tool_calls"].as_array().cloned().unwrap_or_default())
+            .collect();
+        for call in &calls {
+            let kind = call["kind"].as_str().expect("a call of a built-in tool");
+            let item = sent_item(&format!("{kind}_call"), &call["id"]);
+            let arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+            let key = if kind == "shell" { "action" } else { "operation" };
+            assert_eq!(arguments, item[key]);
+        }
+        let failures: Vec<&Value> = events.iter().filter(|e| e["is_error"] == true).collect();
+        assert_eq!(failures.len(), 2, "one failing test run a task");
+        for failure in failures {
+            let text = failure["content"].as_str().unwrap();
+            assert!(text.contains("TypeError: listEmployees") && text.ends_with("[exit code 1]"), "{text}");
+        }
+    }
+}
+
+on_both_backends! {
     async fn a_computer_use_session_offloads_old_screenshots_first(app) {
         let replays = replay_in_every_mode(&app, "computer_use_screenshots", 12_000).await;
         let last = &replays[0].answers.last().unwrap()["view"];

@@ -22,11 +22,18 @@ pub struct ToolCall {
     #[schema(value_type = ToolArguments)]
     pub arguments: Value,
     /// `custom` for a call of a freeform tool (OpenAI's custom tools, such as Codex's
-    /// `apply_patch`), whose input is text: its arguments are then `{"input": text}`. Omitted
-    /// for a function call.
+    /// `apply_patch`), whose input is text: its arguments are then `{"input": text}`. `shell`
+    /// and `apply_patch` for a call of OpenAI's built-in shell and apply_patch tools
+    /// (`shell_call`, `apply_patch_call` items): the arguments are the call's `action`
+    /// (`{"commands": [...]}`) or `operation` (`{"type": "update_file", "path", "diff"}`).
+    /// Omitted for a function call.
     #[serde(default, skip_serializing_if = "CallKind::is_function")]
     pub kind: CallKind,
 }
+
+/// The key of an archived call's arguments (in a view) that names their size and where to
+/// recall them, in place of the long arguments it leaves out.
+pub const ARCHIVED_ARGUMENTS_KEY: &str = "archived_arguments";
 
 /// What kind of tool a call calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -37,6 +44,12 @@ pub enum CallKind {
     Function,
     /// A freeform tool: the input is text, held as the arguments' `input`.
     Custom,
+    /// OpenAI's shell tool: the arguments are the `action`, `{"commands": [...],
+    /// "timeout_ms"?, "max_output_length"?}`.
+    Shell,
+    /// OpenAI's apply_patch tool: the arguments are the `operation`, `{"type": "create_file" |
+    /// "update_file" | "delete_file", "path", "diff"}` (no diff to delete).
+    ApplyPatch,
 }
 
 impl CallKind {
@@ -103,6 +116,44 @@ impl ToolCall {
                 serde_json::from_str(s).map_or(Cow::Borrowed(&self.arguments), Cow::Owned)
             }
             other => Cow::Borrowed(other),
+        }
+    }
+}
+
+/// How a command of a shell call ended. A failed command's output text ends with its line
+/// (`[exit code 2]`, `[timed out]`), which a view shows as the text and gives back to OpenAI's
+/// Responses API as the output's `outcome`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShellOutcome {
+    Exit(i64),
+    Timeout,
+}
+
+impl ShellOutcome {
+    /// The line a failed command's output ends with; none for exit code 0.
+    pub fn line(self) -> Option<String> {
+        match self {
+            Self::Exit(0) => None,
+            Self::Exit(code) => Some(format!("[exit code {code}]")),
+            Self::Timeout => Some("[timed out]".into()),
+        }
+    }
+
+    /// The output text without its last line when that line names how the command ended, and
+    /// the outcome: that line's, or exit code 1 for a result marked failed, 0 otherwise.
+    pub fn split(text: &str, is_error: bool) -> (&str, Self) {
+        let (head, last) = text.rsplit_once('\n').unwrap_or(("", text));
+        let named = match last {
+            "[timed out]" => Some(Self::Timeout),
+            _ => last
+                .strip_prefix("[exit code ")
+                .and_then(|rest| rest.strip_suffix(']'))
+                .and_then(|code| code.parse().ok())
+                .map(Self::Exit),
+        };
+        match named {
+            Some(outcome) => (head, outcome),
+            None => (text, Self::Exit(i64::from(is_error))),
         }
     }
 }

@@ -12,7 +12,7 @@ use super::content::{parts_tokens, Content, Part};
 use crate::tokens::Tokenizer;
 
 mod call;
-pub use call::{CallKind, ToolCall};
+pub use call::{CallKind, ShellOutcome, ToolCall, ARCHIVED_ARGUMENTS_KEY};
 
 const MAX_ID_CHARS: usize = 256;
 const MAX_NAME_CHARS: usize = 256;

@@ -251,3 +251,52 @@ fn a_custom_call_holds_its_input_as_text() {
     let stored = serde_json::to_value(&message.tool_calls[0]).unwrap();
     assert!(stored.get("kind").is_none(), "{stored}");
 }
+
+/// A call of OpenAI's built-in shell or apply_patch tool holds its action or operation, and is
+/// refused, naming the field, with arguments that are neither.
+#[test]
+fn a_shell_or_apply_patch_call_holds_its_action_or_operation() {
+    let call = |kind: &str, arguments: Value| {
+        json!({"type": "message", "role": "assistant",
+            "tool_calls": [{"id": "c1", "name": kind, "kind": kind, "arguments": arguments.to_string()}]})
+    };
+    for (kind, arguments) in [
+        (
+            "shell",
+            json!({"commands": ["ls", "cargo test"], "timeout_ms": 1000}),
+        ),
+        (
+            "apply_patch",
+            json!({"type": "update_file", "path": "src/a.rs", "diff": "@@\n-a\n+b\n"}),
+        ),
+        (
+            "apply_patch",
+            json!({"type": "delete_file", "path": "src/b.rs"}),
+        ),
+    ] {
+        let new = validate(call(kind, arguments.clone())).expect("valid");
+        let stored = serde_json::to_value(&new.body.tool_calls()[0]).unwrap();
+        assert_eq!(stored["kind"], kind);
+        assert_eq!(*new.body.tool_calls()[0].arguments_value(), arguments);
+    }
+    for (kind, wrong) in [
+        ("shell", json!({"command": "ls"})),
+        ("shell", json!({"commands": []})),
+        ("shell", json!({"commands": [["ls"]]})),
+        (
+            "apply_patch",
+            json!({"type": "update_file", "path": "src/a.rs"}),
+        ),
+        (
+            "apply_patch",
+            json!({"type": "rename_file", "path": "src/a.rs", "diff": ""}),
+        ),
+        ("apply_patch", json!({"diff": "@@"})),
+    ] {
+        assert_eq!(
+            fields(call(kind, wrong)),
+            ["tool_calls[0].arguments"],
+            "{kind}"
+        );
+    }
+}

@@ -198,11 +198,8 @@ fn validate_message(input: EventInput, fail: &mut dyn FnMut(&str, String)) -> Op
             fail(&arguments, "must be a JSON string or object".into());
         } else if let Some(path) = nul_in_json(&arguments, &call.arguments) {
             fail(&path, NUL_MESSAGE.into());
-        } else if call.kind == CallKind::Custom && !has_input_text(call) {
-            fail(
-                &arguments,
-                "a custom call's arguments must be {\"input\": text}, its freeform input".into(),
-            );
+        } else if let Some(message) = kind_mismatch(call) {
+            fail(&arguments, message.into());
         }
     }
     let mut unreadable = false;
@@ -285,7 +282,33 @@ fn validate_message(input: EventInput, fail: &mut dyn FnMut(&str, String)) -> Op
     })
 }
 
-/// Whether a custom call's arguments are `{"input": text}`.
-fn has_input_text(call: &ToolCall) -> bool {
-    matches!(&*call.arguments_value(), Value::Object(map) if map.get("input").is_some_and(Value::is_string))
+/// What is wrong with a call's arguments for its kind: a custom call's must be
+/// `{"input": text}`, a shell call's its action and an apply_patch call's its operation.
+fn kind_mismatch(call: &ToolCall) -> Option<&'static str> {
+    let arguments = call.arguments_value();
+    let field = |key| match &*arguments {
+        Value::Object(map) => map.get(key),
+        _ => None,
+    };
+    let text = |key| field(key).is_some_and(Value::is_string);
+    match call.kind {
+        CallKind::Function => None,
+        CallKind::Custom if !text("input") => {
+            Some("a custom call's arguments must be {\"input\": text}, its freeform input")
+        }
+        CallKind::Shell => {
+            let commands = field("commands").and_then(Value::as_array);
+            (!commands.is_some_and(|c| !c.is_empty() && c.iter().all(Value::is_string))).then_some(
+                "a shell call's arguments must be its action, {\"commands\": [text, ...]}, with at least one command",
+            )
+        }
+        CallKind::ApplyPatch => match field("type").and_then(Value::as_str) {
+            Some("create_file" | "update_file") if text("path") && text("diff") => None,
+            Some("delete_file") if text("path") => None,
+            _ => Some(
+                "an apply_patch call's arguments must be its operation: {\"type\": \"create_file\" or \"update_file\", \"path\", \"diff\"} or {\"type\": \"delete_file\", \"path\"}",
+            ),
+        },
+        CallKind::Custom => None,
+    }
 }

@@ -221,7 +221,9 @@ pub(super) fn openai_message<'a>(message: &'a ViewMessage<'a>) -> OpenaiMessage<
         rendered.tool_calls = calls
             .iter()
             .map(|call| match call.kind {
-                CallKind::Function => OpenaiCall {
+                // Chat has no shell or apply_patch tool: their calls are function calls taking
+                // the action or operation.
+                CallKind::Function | CallKind::Shell | CallKind::ApplyPatch => OpenaiCall {
                     id: &call.id,
                     kind: "function",
                     function: Some(OpenaiFunction {

@@ -1,7 +1,8 @@
 //! OpenAI Responses `input` items: messages, each assistant turn as its reasoning items (in
 //! the current tool loop), its text and one `function_call` item per call (`custom_tool_call`
-//! for a freeform tool), each call's `function_call_output` (`custom_tool_call_output`) after
-//! them in call order.
+//! for a freeform tool, `shell_call` and `apply_patch_call` for the built-in tools), each
+//! call's `function_call_output` (`custom_tool_call_output`, `shell_call_output`,
+//! `apply_patch_call_output`) after them in call order.
 
 use std::borrow::Cow;
 
@@ -11,7 +12,10 @@ use super::openai::{error_text, openai_result_content, says_nothing, ArgumentsTe
 use super::{orphan_result_text, pair_tool_results, tool_calls_of, Keyed, PartKey, Placed};
 use crate::domain::compaction::ViewMessage;
 use crate::domain::content::Part;
-use crate::domain::event::{CallKind, Role, ToolCall};
+use serde_json::{Map, Value};
+
+use super::MISSING_RESULT;
+use crate::domain::event::{CallKind, Role, ShellOutcome, ToolCall, ARCHIVED_ARGUMENTS_KEY};
 
 /// `{"input": [...]}` for the OpenAI Responses API.
 #[derive(Serialize)]
@@ -87,6 +91,40 @@ enum Item<'a> {
         call_id: &'a str,
         output: EasyContent<'a>,
     },
+    ShellCall {
+        call_id: &'a str,
+        action: Value,
+        status: &'static str,
+    },
+    ShellCallOutput {
+        call_id: &'a str,
+        output: [ShellChunk<'a>; 1],
+    },
+    ApplyPatchCall {
+        call_id: &'a str,
+        operation: Value,
+        status: &'static str,
+    },
+    ApplyPatchCallOutput {
+        call_id: &'a str,
+        status: &'static str,
+        output: Cow<'a, str>,
+    },
+}
+
+/// A shell call's output as one chunk: its text, with how it ended as the outcome.
+#[derive(Serialize)]
+struct ShellChunk<'a> {
+    stdout: &'a str,
+    stderr: &'static str,
+    outcome: Outcome,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Outcome {
+    Exit { exit_code: i64 },
+    Timeout,
 }
 
 #[derive(Serialize)]
@@ -132,12 +170,52 @@ impl Serialize for ResponsesItem<'_> {
                 input: call.custom_input(),
             }
             .serialize(serializer),
+            Self::Call(call) if call.kind == CallKind::Shell => Item::ShellCall {
+                call_id: &call.id,
+                action: shell_action(call),
+                status: "completed",
+            }
+            .serialize(serializer),
+            Self::Call(call) if call.kind == CallKind::ApplyPatch => Item::ApplyPatchCall {
+                call_id: &call.id,
+                operation: patch_operation(call),
+                status: "completed",
+            }
+            .serialize(serializer),
             Self::Call(call) => Item::FunctionCall {
                 call_id: &call.id,
                 name: &call.name,
                 arguments: ArgumentsText(&call.arguments),
             }
             .serialize(serializer),
+            Self::Output { call, result } if call.kind == CallKind::Shell => {
+                let text = result.map_or(MISSING_RESULT, |r| &*r.content);
+                let failed = result.is_none_or(|r| r.is_error);
+                let (stdout, outcome) = ShellOutcome::split(text, failed);
+                Item::ShellCallOutput {
+                    call_id: &call.id,
+                    output: [ShellChunk {
+                        stdout,
+                        stderr: "",
+                        outcome: match outcome {
+                            ShellOutcome::Exit(exit_code) => Outcome::Exit { exit_code },
+                            ShellOutcome::Timeout => Outcome::Timeout,
+                        },
+                    }],
+                }
+                .serialize(serializer)
+            }
+            Self::Output { call, result } if call.kind == CallKind::ApplyPatch => {
+                Item::ApplyPatchCallOutput {
+                    call_id: &call.id,
+                    status: match result {
+                        Some(result) if !result.is_error => "completed",
+                        _ => "failed",
+                    },
+                    output: result.map_or(MISSING_RESULT.into(), |r| Cow::Borrowed(&r.content)),
+                }
+                .serialize(serializer)
+            }
             Self::Output { call, result } => {
                 let call_id = &call.id;
                 let output = match result {
@@ -145,8 +223,8 @@ impl Serialize for ResponsesItem<'_> {
                     _ => EasyContent::Text(openai_result_content(result)),
                 };
                 match call.kind {
-                    CallKind::Function => Item::FunctionCallOutput { call_id, output },
                     CallKind::Custom => Item::CustomToolCallOutput { call_id, output },
+                    _ => Item::FunctionCallOutput { call_id, output },
                 }
                 .serialize(serializer)
             }
@@ -157,6 +235,52 @@ impl Serialize for ResponsesItem<'_> {
             .serialize(serializer),
         }
     }
+}
+
+/// A shell call's `action` from its arguments: the commands and limits it took, or, once its
+/// arguments are archived, a shell comment naming where to recall them.
+fn shell_action(call: &ToolCall) -> Value {
+    let arguments = call.arguments_value();
+    let mut action = Map::new();
+    if let Value::Object(fields) = &*arguments {
+        for key in ["commands", "timeout_ms", "max_output_length"] {
+            if let Some(value) = fields.get(key).filter(|v| !v.is_null()) {
+                action.insert(key.into(), value.clone());
+            }
+        }
+    }
+    let commands = action.get("commands").and_then(Value::as_array);
+    if !commands.is_some_and(|c| c.iter().all(Value::is_string)) {
+        let comment = format!(
+            "# {}",
+            archived_note(&arguments).unwrap_or(&call.arguments_text())
+        );
+        action.insert("commands".into(), Value::from(vec![comment]));
+    }
+    Value::Object(action)
+}
+
+/// An apply_patch call's `operation` from its arguments: the file and diff it took, or, once
+/// its diff is archived, the note naming where to recall it as the diff.
+fn patch_operation(call: &ToolCall) -> Value {
+    let arguments = call.arguments_value();
+    let field = |key| arguments.get(key).and_then(Value::as_str);
+    let kind = field("type").unwrap_or("update_file");
+    let mut operation = Map::new();
+    operation.insert("type".into(), kind.into());
+    operation.insert("path".into(), field("path").unwrap_or_default().into());
+    if kind != "delete_file" {
+        let diff = field("diff").or(archived_note(&arguments));
+        operation.insert("diff".into(), diff.unwrap_or_default().into());
+    }
+    Value::Object(operation)
+}
+
+/// The note an archived call's arguments hold in place of what they took.
+fn archived_note(arguments: &Value) -> Option<&str> {
+    arguments
+        .get(ARCHIVED_ARGUMENTS_KEY)
+        .and_then(Value::as_str)
 }
 
 fn has_images(message: &ViewMessage<'_>) -> bool {

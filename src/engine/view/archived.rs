@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use super::{preview_message, text_of, ObservationUri, PREVIEW_CHARS};
 use crate::domain::compaction::{Projection, ViewMessage};
-use crate::domain::event::{Event, ShownAs, ToolCall};
+use crate::domain::event::{Event, ShownAs, ToolCall, ARCHIVED_ARGUMENTS_KEY};
 
 /// What recalling an event returns: its text, then each tool call it makes on a line of its
 /// own, `[tool call <name> <id>]` and the arguments as sent. A reference into the text keeps its
@@ -104,9 +104,6 @@ pub(super) fn archived_calls(event: &Event) -> Vec<ToolCall> {
         })
         .collect()
 }
-
-/// The key of an archived call's arguments that names their size and where to recall them.
-const ARCHIVED_ARGUMENTS_KEY: &str = "archived_arguments";
 
 /// The short scalar arguments of a call, in order, within `ARCHIVED_ARGUMENTS_CHARS`: what an
 /// archived call still shows (the file a write named, the pattern a search took), its long

@@ -3,8 +3,8 @@
 //! older rollout's items bare after a header line that holds the instructions).
 //!
 //! A turn's text and its calls (`function_call`, the freeform `custom_tool_call` such as
-//! `apply_patch`, `local_shell_call`) become one assistant message; each output a tool
-//! message. Reasoning is left out, as thinking is from other logs: its text is not sent back
+//! `apply_patch`, `local_shell_call`, the built-in `shell_call` and `apply_patch_call`) become
+//! one assistant message; each output a tool message. Reasoning is left out, as thinking is from other logs: its text is not sent back
 //! as context the way messages are. A developer message is the system's.
 
 use serde_json::{json, Map, Value};
@@ -15,13 +15,17 @@ use serde_json::{json, Map, Value};
 const ROLLOUT_ROWS: [&str; 4] = ["session_meta", "turn_context", "event_msg", "compacted"];
 
 /// Item types only the Responses API has (a `message` is told by its parts).
-const ITEMS: [&str; 9] = [
+const ITEMS: [&str; 13] = [
     "function_call",
     "function_call_output",
     "custom_tool_call",
     "custom_tool_call_output",
     "local_shell_call",
     "local_shell_call_output",
+    "shell_call",
+    "shell_call_output",
+    "apply_patch_call",
+    "apply_patch_call_output",
     "reasoning",
     "web_search_call",
     "image_generation_call",
@@ -117,13 +121,17 @@ impl Responses {
                 ),
             )),
             "custom_tool_call" => Some((field("name"), Call::Custom(field("input")))),
-            "local_shell_call" => Some((
-                "local_shell",
-                Call::Function(
-                    item.get("action")
-                        .map_or_else(|| "{}".to_owned(), Value::to_string),
-                ),
-            )),
+            "local_shell_call" | "shell_call" | "apply_patch_call" => {
+                let (name, key) = match kind {
+                    "local_shell_call" => ("local_shell", "action"),
+                    "shell_call" => ("shell", "action"),
+                    _ => ("apply_patch", "operation"),
+                };
+                let arguments = item
+                    .get(key)
+                    .map_or_else(|| "{}".to_owned(), Value::to_string);
+                Some((name, Call::Function(arguments)))
+            }
             _ => None,
         };
         if let Some((name, arguments)) = call {
@@ -145,9 +153,16 @@ impl Responses {
             return Vec::new();
         }
         match kind {
-            "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
+            "function_call_output"
+            | "custom_tool_call_output"
+            | "local_shell_call_output"
+            | "shell_call_output"
+            | "apply_patch_call_output" => {
                 let id = call_id(item);
-                let content = item.get("output").map(output_text).unwrap_or_default();
+                let content = match item.get("output") {
+                    Some(Value::Array(chunks)) if kind == "shell_call_output" => shell_text(chunks),
+                    output => output.map(output_text).unwrap_or_default(),
+                };
                 let mut out = self.finish();
                 out.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
                 out
@@ -210,6 +225,32 @@ fn text_or_json(value: &Value) -> String {
 }
 
 /// A call's output: a string, or a list of parts (their text, an image as `[image]`).
+/// A `shell_call_output`'s chunks as text: each command's stdout and stderr, and its exit
+/// code when it failed.
+fn shell_text(chunks: &[Value]) -> String {
+    let mut lines = Vec::new();
+    for chunk in chunks {
+        for key in ["stdout", "stderr"] {
+            let text = chunk[key]
+                .as_str()
+                .unwrap_or_default()
+                .trim_end_matches('\n');
+            if !text.is_empty() {
+                lines.push(text.to_owned());
+            }
+        }
+        match (
+            chunk["outcome"]["type"].as_str(),
+            chunk["outcome"]["exit_code"].as_i64(),
+        ) {
+            (Some("timeout"), _) => lines.push("[timed out]".to_owned()),
+            (_, Some(code)) if code != 0 => lines.push(format!("[exit code {code}]")),
+            _ => {}
+        }
+    }
+    lines.join("\n")
+}
+
 fn output_text(output: &Value) -> String {
     match output {
         Value::Array(_) => message_text(Some(output)),

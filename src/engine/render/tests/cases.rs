@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::domain::event::CallKind;
 use crate::engine::validate::{validate_anthropic, validate_openai, validate_responses};
 
 struct Case {
@@ -421,6 +422,88 @@ fn a_freeform_call_renders_as_each_providers_custom_call() {
     // An output answers a call of its own kind only.
     let mut wrong = responses.clone();
     wrong["input"][2]["type"] = json!("function_call_output");
+    let refused = validate_responses(&wrong).unwrap_err();
+    assert!(refused.contains("of its kind"), "{refused}");
+}
+
+#[test]
+fn openai_shell_and_apply_patch_calls_render_as_their_own_items_in_responses() {
+    let call = |id: &str, kind, arguments: Value| ToolCall {
+        id: id.into(),
+        name: if kind == CallKind::Shell {
+            "shell"
+        } else {
+            "apply_patch"
+        }
+        .into(),
+        arguments: Value::String(arguments.to_string()),
+        kind,
+    };
+    let action = json!({"commands": ["cargo test"], "timeout_ms": 60000});
+    let operation = json!({"type": "update_file", "path": "src/a.rs", "diff": "@@\n-a\n+b\n"});
+    // An archived call keeps its short arguments and a note in place of the rest.
+    let note = "1200 characters archived; recall observation://7?offset=20";
+    let archived = json!({"timeout_ms": 1000, "archived_arguments": note});
+    let view = vec![
+        user("fix it"),
+        ViewMessage {
+            tool_calls: vec![
+                call("s1", CallKind::Shell, action.clone()),
+                call("p1", CallKind::ApplyPatch, operation.clone()),
+                call("s2", CallKind::Shell, archived),
+            ]
+            .into(),
+            ..assistant("")
+        },
+        error_result(
+            "s1",
+            "running 3 tests\nerror[E0425]: cannot find value `x`\n[exit code 101]",
+        ),
+        error_result("p1", "patch does not apply"),
+        result("s2", "ok"),
+    ];
+    let responses = render_responses(&view);
+    assert_eq!(validate_responses(&responses), Ok(()), "{responses:#}");
+    let input = &responses["input"];
+    assert_eq!(
+        input[1],
+        json!({"type": "shell_call", "call_id": "s1", "action": action, "status": "completed"})
+    );
+    assert_eq!(
+        input[2],
+        json!({"type": "apply_patch_call", "call_id": "p1", "operation": operation, "status": "completed"})
+    );
+    assert_eq!(input[3]["action"]["commands"], json!([format!("# {note}")]));
+    // How a command ended goes back as the outcome, not as a line of its output.
+    assert_eq!(
+        input[4]["output"],
+        json!([{"stdout": "running 3 tests\nerror[E0425]: cannot find value `x`", "stderr": "",
+                "outcome": {"type": "exit", "exit_code": 101}}])
+    );
+    assert_eq!(
+        input[5],
+        json!({"type": "apply_patch_call_output", "call_id": "p1", "status": "failed",
+               "output": "patch does not apply"})
+    );
+    assert_eq!(
+        input[6]["output"][0]["outcome"],
+        json!({"type": "exit", "exit_code": 0})
+    );
+    // Chat and Anthropic have no such tools: a function call or tool_use taking the action.
+    let openai = render_openai(&view);
+    assert_eq!(validate_openai(&openai), Ok(()), "{openai:#}");
+    let function = &openai["messages"][1]["tool_calls"][0]["function"];
+    assert_eq!(function["name"], "shell");
+    assert_eq!(
+        serde_json::from_str::<Value>(function["arguments"].as_str().unwrap()).unwrap(),
+        action
+    );
+    let anthropic = render_anthropic(&view);
+    assert_eq!(validate_anthropic(&anthropic), Ok(()), "{anthropic:#}");
+    assert_eq!(anthropic["messages"][1]["content"][1]["input"], operation);
+    // An output answers a call of its own kind only.
+    let mut wrong = responses.clone();
+    wrong["input"][5]["type"] = json!("function_call_output");
     let refused = validate_responses(&wrong).unwrap_err();
     assert!(refused.contains("of its kind"), "{refused}");
 }

@@ -6,6 +6,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
+use crate::domain::event::CallKind;
 use crate::engine::validate::{validate_anthropic, validate_openai, validate_responses};
 
 /// One step of a random session, as the engine could hand it over.
@@ -30,7 +31,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => Just(Step::User),
         1 => Just(Step::Note),
         1 => Just(Step::AssistantText),
-        2 => (1..=3usize, any::<bool>(), 0..5u8).prop_map(|(count, with_text, arguments)| {
+        2 => (1..=3usize, any::<bool>(), 0..8u8).prop_map(|(count, with_text, arguments)| {
             Step::Calls { count, with_text, arguments }
         }),
         4 => (any::<prop::sample::Index>(), any::<bool>())
@@ -89,6 +90,16 @@ fn view_of(systems: usize, with_summary: bool, steps: &[Step]) -> Vec<ViewMessag
                                 "apply_patch".into(),
                                 &format!("*** patch {n}"),
                             ),
+                            // OpenAI's built-in tools: a shell action, a file operation, and a
+                            // shell call whose arguments a view archived.
+                            5..=7 => ToolCall {
+                                kind: if kind == 6 { CallKind::ApplyPatch } else { CallKind::Shell },
+                                ..call(id, match kind {
+                                    5 => json!({"commands": [format!("ls {n}")]}).to_string().into(),
+                                    6 => json!({"type": "update_file", "path": format!("src/{n}.rs"), "diff": "@@\n-a\n+b\n"}).to_string().into(),
+                                    _ => json!({"archived_arguments": format!("{n} characters archived")}).to_string().into(),
+                                })
+                            },
                             _ => call(id, arguments(id)),
                         })
                         .collect::<Vec<_>>()
@@ -172,8 +183,10 @@ proptest! {
         let responses = render_responses(&view);
         prop_assert_eq!(validate_responses(&responses), Ok(()), "{:#}", responses);
         assert_no_content_lost(&view, &responses);
-        let outputs = count(&responses, "type", "function_call_output")
-            + count(&responses, "type", "custom_tool_call_output");
+        let outputs: usize = ["function_call", "custom_tool_call", "shell_call", "apply_patch_call"]
+            .iter()
+            .map(|call| count(&responses, "type", &format!("{call}_output")))
+            .sum();
         prop_assert_eq!(outputs, results);
     }
 

@@ -52,9 +52,57 @@ pub fn cut_marked(text: &mut String, max_chars: usize, marker: &str) -> bool {
     true
 }
 
+/// A line longer than this that holds escaped line breaks (`\n` written out) is an output
+/// encoded in one line (a harness's JSON wrapper, `{"output": "…\nerror: …\n"}`), and is read
+/// as the lines it encodes.
+const ENCODED_LINE_CHARS: usize = 320;
+
+/// The lines of a tool's output as a reader sees them: its lines, and the lines a long line
+/// encodes with escaped line breaks (`\n`), each trimmed, the empty ones left out.
+pub fn output_lines(text: &str) -> impl DoubleEndedIterator<Item = &str> {
+    text.lines().flat_map(|line| {
+        let encoded = line.len() > ENCODED_LINE_CHARS && line.contains("\\n");
+        let parts = if encoded {
+            line.split("\\n").collect()
+        } else {
+            vec![line]
+        };
+        parts.into_iter().map(str::trim).filter(|l| !l.is_empty())
+    })
+}
+
+/// Within `line` (one line of an output), the byte range around `at` that [`output_lines`]
+/// reads as a line of its own: the whole line unless it encodes lines with escaped breaks.
+pub fn output_line_around(line: &str, at: usize) -> std::ops::Range<usize> {
+    if line.len() <= ENCODED_LINE_CHARS || !line.contains("\\n") {
+        return 0..line.len();
+    }
+    let start = line[..at].rfind("\\n").map_or(0, |i| i + 2);
+    let end = line[at..].find("\\n").map_or(line.len(), |i| at + i);
+    start..end
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_line_with_escaped_breaks_reads_as_the_lines_it_encodes() {
+        let body: String = (0..40).map(|i| format!("line {i} ok\\n")).collect();
+        let wrapped = format!("{{\"output\":\"{body}error: disk full\\nmore\",\"exit\":1}}");
+        let lines: Vec<&str> = output_lines(&wrapped).collect();
+        assert!(lines.contains(&"error: disk full"), "{lines:?}");
+        assert_eq!(lines[1], "line 1 ok");
+        let at = wrapped.find("disk").unwrap();
+        assert_eq!(
+            &wrapped[output_line_around(&wrapped, at)],
+            "error: disk full"
+        );
+        // A short line, or one of code that prints a line break, is left whole.
+        let code = r#"printf("error: %s\n", msg);"#;
+        assert_eq!(output_lines(code).collect::<Vec<_>>(), [code]);
+        assert_eq!(output_line_around(code, 8), 0..code.len());
+    }
 
     #[test]
     fn cuts_never_split_a_character() {

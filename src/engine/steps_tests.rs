@@ -163,6 +163,30 @@ async fn one_message_at_many_places_is_one_error_line_of_a_reduced_result() {
     assert_eq!(entries[2], "collect2: error: ld returned 1 exit status");
 }
 
+/// A build's output as a harness wraps it, in one line of JSON (`{"output": "…\\n…",
+/// "metadata": …}`): the reduced result names each of its error lines, not the wrapper's
+/// first characters.
+#[tokio::test]
+async fn an_output_wrapped_in_one_line_of_json_names_its_error_line() {
+    let mut output: String = (0..1_500).map(|i| format!("gcc -c src/f{i}.c\n")).collect();
+    output.push_str("src/k.c:437:46: error: ‘t’ has no member named ‘data’\n");
+    output.extend((1_500..2_000).map(|i| format!("gcc -c src/f{i}.c\n")));
+    output.push_str("src/m.c:12:3: error: expected ‘;’ before ‘}’ token\n");
+    output.extend((2_000..3_000).map(|i| format!("gcc -c src/f{i}.c\n")));
+    let wrapped = json!({"output": output, "metadata": {"exit_code": 1}}).to_string();
+    assert_eq!(wrapped.lines().count(), 1);
+    let shown = error_lines_shown(16_000, &wrapped).await;
+    let named: Vec<&str> = shown.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(
+        named,
+        [
+            "src/k.c:437:46: error: ‘t’ has no member named ‘data’",
+            "src/m.c:12:3: error: expected ‘;’ before ‘}’ token"
+        ],
+        "{shown}"
+    );
+}
+
 /// How many error lines the view of a window shows of one large build output, checking that
 /// the next call shows it the same way.
 async fn error_lines_named(window: u32, text: &str) -> usize {

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::domain::diagnostic::{Group, Located};
 use crate::domain::event::{is_markup_only, named_path, walk_strings, WRITTEN_TEXT_KEYS};
+use crate::domain::text::output_lines;
 use crate::engine::view::reads_as_error;
 
 /// A session's facts, by kind.
@@ -90,7 +91,7 @@ impl Facts {
                 }
             }
             Some("tool") => {
-                let errors = text.lines().map(str::trim).filter(|l| reads_as_error(l));
+                let errors = output_lines(text).filter(|l| reads_as_error(l));
                 self.errors.extend(errors.map(cut));
             }
             _ => {}

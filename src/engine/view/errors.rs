@@ -21,11 +21,13 @@ pub(super) fn error_lines(text: &str, max: usize) -> Vec<&str> {
         };
         let start = memchr::memrchr(b'\n', &bytes[..hit]).map_or(0, |i| i + 1);
         let end = memchr::memchr(b'\n', &bytes[hit..]).map_or(bytes.len(), |i| hit + i);
-        let line = text[start..end].trim();
+        // A line an output encodes in one long line (JSON's `\n`) is a line of its own.
+        let within = text::output_line_around(&text[start..end], hit - start);
+        let line = text[start + within.start..start + within.end].trim();
         if reads_as_error(line) && !found.contains(&line) {
             found.push(line);
         }
-        let after = (end + 1).min(bytes.len());
+        let after = (start + within.end + 1).min(bytes.len());
         for (position, needle) in next.iter_mut().zip(ERROR_NEEDLES.iter()) {
             if position.is_some_and(|p| p < after) {
                 *position = needle.find(&bytes[after..]).map(|p| after + p);

@@ -45,7 +45,7 @@ impl Digest {
 /// `FAILED`, `panicked at`), else the first line. Build tools print progress first
 /// ("Compiling billing v0.3.1"), which says nothing of the failure.
 pub(in crate::summarize::deterministic) fn error_line(text: &str, max_chars: usize) -> String {
-    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let lines = || crate::domain::text::output_lines(text);
     if text.contains("Traceback (most recent call last):") {
         if let Some(last) = lines().next_back() {
             return one_line(last, max_chars);

@@ -379,10 +379,18 @@ mod tests {
     fn a_numbered_line_of_a_file_read_is_source_not_an_error() {
         let read = "    58→    if (!ok) {\n    59→        printf(\"ASSERTION FAILED: %s\\n\", x);\n   60\tfputs(\"error: bad\", f);";
         assert_eq!(error_lines(read, 10), Vec::<&str>::new());
-        let run = "tests/t.c:59: ASSERTION FAILED: x\nerror: 2 tests failed";
+        // `grep -n` or `rg -n` on one file: the line number, a colon, the indented code.
+        let search = "559:        except Exception: pass\n561:\tthrow new Error(\"bad\");";
+        assert_eq!(error_lines(search, 10), Vec::<&str>::new());
+        let run =
+            "tests/t.c:59: ASSERTION FAILED: x\nerror: 2 tests failed\n3: error: no such file";
         assert_eq!(
             error_lines(run, 10),
-            ["tests/t.c:59: ASSERTION FAILED: x", "error: 2 tests failed"]
+            [
+                "tests/t.c:59: ASSERTION FAILED: x",
+                "error: 2 tests failed",
+                "3: error: no such file"
+            ]
         );
     }
 

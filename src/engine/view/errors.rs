@@ -82,7 +82,8 @@ static ERROR_NEEDLES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 6]> 
 /// Whether a line says what failed: `error…`, `error:`, `error[`, `FAILED`, `panicked at`,
 /// `exception`. What a reduced tool result keeps, and what the replay counts as an error fact.
 /// A line of a file as a read tool numbers it (`  106→  printf("FAILED");`, or `cat -n`'s
-/// number and tab) is source, not what a run said.
+/// number and tab) or as `grep -n` shows it (`559:        except Exception: pass`, the code
+/// indented after the colon) is source, not what a run said.
 pub fn reads_as_error(line: &str) -> bool {
     let lower = line.to_ascii_lowercase();
     line.len() >= 8
@@ -95,9 +96,16 @@ pub fn reads_as_error(line: &str) -> bool {
             || lower.contains("exception"))
 }
 
-/// Whether `line` is a numbered line of a file: a line number, then `→` or a tab.
+/// Whether `line` is a numbered line of a file: a line number, then `→` or a tab, or a colon
+/// and the line's indentation (two spaces or a tab).
 fn is_numbered_source(line: &str) -> bool {
     let rest = line.trim_start();
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    digits > 0 && (rest[digits..].starts_with('→') || rest[digits..].starts_with('\t'))
+    let after = &rest[digits..];
+    digits > 0
+        && (after.starts_with('→')
+            || after.starts_with('\t')
+            || after
+                .strip_prefix(':')
+                .is_some_and(|code| code.starts_with("  ") || code.starts_with('\t')))
 }

@@ -466,7 +466,10 @@ pub fn validate_responses(request: &Value) -> Result<(), String> {
                 open.push((id, output));
                 reasoning_waits = None;
             }
-            "function_call_output" | "custom_tool_call_output" => {
+            "function_call_output"
+            | "custom_tool_call_output"
+            | "shell_call_output"
+            | "apply_patch_call_output" => {
                 let id = non_empty_str(item.get("call_id"))
                     .ok_or(format!("{at}.call_id must be a non-empty string"))?;
                 let Some(k) = open.iter().position(|(c, o)| *c == id && *o == kind) else {
@@ -476,23 +479,9 @@ pub fn validate_responses(request: &Value) -> Result<(), String> {
                 };
                 open.remove(k);
                 answered.insert(id);
-                match item.get("output") {
-                    Some(Value::String(_) | Value::Array(_)) => {}
-                    _ => return Err(format!("{at}.output must be a string or parts")),
-                }
-            }
-            "shell_call_output" | "apply_patch_call_output" => {
-                let id = non_empty_str(item.get("call_id"))
-                    .ok_or(format!("{at}.call_id must be a non-empty string"))?;
-                let Some(k) = open.iter().position(|(c, o)| *c == id && *o == kind) else {
-                    return Err(format!(
-                        "{at}: output {id:?} answers no earlier open call of its kind"
-                    ));
-                };
-                open.remove(k);
-                answered.insert(id);
-                let shaped = if kind == "shell_call_output" {
-                    item.get("output")
+                let shaped = match kind {
+                    "shell_call_output" => item
+                        .get("output")
                         .and_then(Value::as_array)
                         .is_some_and(|chunks| {
                             chunks.iter().all(|c| {
@@ -500,13 +489,15 @@ pub fn validate_responses(request: &Value) -> Result<(), String> {
                                     && c.get("stderr").is_some_and(Value::is_string)
                                     && c.pointer("/outcome/type").is_some_and(Value::is_string)
                             })
-                        })
-                } else {
-                    let status = item.get("status").and_then(Value::as_str);
-                    matches!(status, Some("completed" | "failed"))
+                        }),
+                    "apply_patch_call_output" => {
+                        let status = item.get("status").and_then(Value::as_str);
+                        matches!(status, Some("completed" | "failed"))
+                    }
+                    _ => matches!(item.get("output"), Some(Value::String(_) | Value::Array(_))),
                 };
                 if !shaped {
-                    return Err(format!("{at}: not a valid {kind}"));
+                    return Err(format!("{at}: not a valid {kind} (its output or status)"));
                 }
             }
             other => return Err(format!("{at}: unknown item type {other:?}")),

@@ -1,6 +1,7 @@
 //! A tool call's facts: its entry, the files and command it touched, the files its other
 //! arguments name.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use serde_json::Value;
@@ -28,6 +29,11 @@ impl Digest {
                 let Some(value) = map.get(*key).and_then(argument_text) else {
                     continue;
                 };
+                // A command is shown without the text of its here-documents.
+                let shown_value = match COMMAND_KEYS.contains(key) {
+                    true => without_here_documents(&value),
+                    false => Cow::Borrowed(value.as_str()),
+                };
                 if PATH_KEYS.contains(key) {
                     let path = one_line(&value, TOUCHED_CHARS);
                     self.push(
@@ -39,7 +45,7 @@ impl Digest {
                     );
                     paths.push(path);
                 } else if COMMAND_KEYS.contains(key) {
-                    let shown = one_line(&format!("$ {value}"), TOUCHED_CHARS);
+                    let shown = one_line(&format!("$ {shown_value}"), TOUCHED_CHARS);
                     // A long command (a build line, a `git add` of many files) names files
                     // past what its entry shows: each is listed as touched by the call.
                     for path in unshown_paths(&value, &shown) {
@@ -50,7 +56,7 @@ impl Digest {
                     self.push(Section::Touched, shown);
                     command = Some(self.get(Section::Touched).len() - 1);
                 }
-                named.push(format!("{key}={}", one_line(&value, ARGUMENT_CHARS)));
+                named.push(format!("{key}={}", one_line(&shown_value, ARGUMENT_CHARS)));
             }
         } else if arguments.is_none() {
             // Arguments that are not JSON at all: show their start, it is all there is.
@@ -103,6 +109,45 @@ pub(super) struct CallFacts {
     pub(super) described: String,
     pub(super) command: Option<usize>,
     pub(super) paths: Vec<String>,
+}
+
+/// A command without the text of its here-documents (`cat > a.py << 'EOF'`, `apply_patch <<
+/// 'PATCH'`): that text is what the command writes, not what it runs, and its entry would
+/// otherwise show little else. The files the text names are listed on their own.
+fn without_here_documents(command: &str) -> Cow<'_, str> {
+    if !command.contains("<<") || !command.contains('\n') {
+        return Cow::Borrowed(command);
+    }
+    let mut kept: Vec<&str> = Vec::new();
+    let mut lines = command.lines();
+    while let Some(line) = lines.next() {
+        kept.push(line);
+        let Some(delimiter) = here_document_delimiter(line) else {
+            continue;
+        };
+        // The document's lines up to its delimiter, which ends it.
+        for body in lines.by_ref() {
+            if body.trim() == delimiter {
+                break;
+            }
+        }
+    }
+    Cow::Owned(kept.join("\n"))
+}
+
+/// The word that ends the here-document a line of shell opens (`<< 'EOF'`, `<<-EOF`); none
+/// for a here-string (`<<<`) or a line that opens none.
+fn here_document_delimiter(line: &str) -> Option<&str> {
+    let (_, after) = line.split_once("<<")?;
+    if after.starts_with('<') {
+        return None;
+    }
+    let word = after.trim_start_matches('-').trim_start();
+    let word = word
+        .split(|c: char| c.is_whitespace() || c == ';' || c == ')')
+        .next()?;
+    let word = word.trim_matches(|c| c == '\'' || c == '"');
+    (!word.is_empty()).then_some(word)
 }
 
 /// The file paths `text` names that its summary entry `shown` does not, once each, in order.

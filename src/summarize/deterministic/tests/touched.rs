@@ -331,3 +331,50 @@ fn a_directorys_files_share_a_line_that_a_later_summary_reads_back() {
     };
     assert_eq!(run(&again, &[], 4_000).summary.text, text);
 }
+
+/// A command that writes a here-document (a patch piped to `apply_patch`, a file written with
+/// `cat`) is listed and described by its command lines, not the document's text; the files
+/// the document names are listed as touched by the call.
+#[test]
+fn a_here_documents_text_is_left_out_of_its_commands_entry() {
+    let patch = "apply_patch << 'PATCH'\n*** Begin Patch\n*** Update File: opk/ui/editor.py\n\
+                 @@\n-    self.f_abl = QCheckBox()\n+    self.f_abl = QCheckBox(); self.f_probe = QComboBox()\n\
+                 *** Add File: examples/printers/Prusa_MK4.json\n+{\"name\": \"MK4\"}\n*** End Patch\nPATCH";
+    let write =
+        "cat > docs/notes.md << 'EOF'\n# Notes\nThe editor lives in opk/ui/editor.py.\nEOF\n\
+                 git add docs/notes.md";
+    let mut asking = message(Role::Assistant, "");
+    asking.tool_calls = [("c1", patch), ("c2", write)]
+        .into_iter()
+        .map(|(id, command)| ToolCall {
+            id: id.into(),
+            name: "shell".into(),
+            arguments: json!({ "command": ["bash", "-lc", command] }),
+            kind: Default::default(),
+        })
+        .collect();
+    let events = [
+        user(1, "Add the printer."),
+        event(2, EventBody::Message(asking)),
+        result(3, "c1", "Done!", false),
+        result(4, "c2", "", false),
+    ];
+    let out = run(&Summary::default(), &events, 12_800);
+    let text = &out.summary.text;
+    assert!(
+        text.contains("$ bash -lc apply_patch << 'PATCH' → ok"),
+        "{text}"
+    );
+    assert!(
+        text.contains("$ bash -lc cat > docs/notes.md << 'EOF' git add docs/notes.md → ok"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- shell(command=bash -lc apply_patch << 'PATCH')\n"),
+        "{text}"
+    );
+    assert!(!text.contains("QCheckBox"), "{text}");
+    for file in ["opk/ui/editor.py", "examples/printers/Prusa_MK4.json"] {
+        assert!(lists_file(text, file, "shell"), "{file}: {text}");
+    }
+}

@@ -433,6 +433,25 @@ on_both_backends! {
         let refused = app.post(&path, &unreadable).await;
         assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(refused.body["errors"][0]["field"], "messages[0].content[0].type");
+        // So is a built-in tool's call or output that does not hold what the tool takes.
+        let shell = json!({"format": "openai_responses", "messages": [
+            {"type": "shell_call", "call_id": "s1", "action": {"commands": []}},
+            {"type": "shell_call_output", "call_id": "s1",
+             "output": [{"stdout": "", "stderr": "", "outcome": {"type": "crash"}}]}]});
+        let refused = app.post(&path, &shell).await;
+        assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+        let fields: Vec<&str> = refused.body["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["field"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            fields,
+            ["messages[1].output[0].outcome", "messages[0].tool_calls[0].arguments"],
+            "{}",
+            refused.body
+        );
         // So is a message that breaks a rule of the log: a result that answers no call.
         let orphan = json!({"format": "openai", "messages": [{"role": "user", "content": "ok"},
             {"role": "tool", "tool_call_id": "nope", "content": "x"}]});

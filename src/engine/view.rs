@@ -394,6 +394,28 @@ mod tests {
         );
     }
 
+    #[test]
+    fn an_exception_raised_is_an_error_line_and_code_or_prose_naming_one_is_not() {
+        let output = "except Exception as e:\n\
+            internal sealed class FormulaParseException : Exception\n\
+            throw new ArgumentOutOfRangeException(nameof(row));\n\
+            - **Exception policy**: an exception must expire within 14 days\n\
+            from .exceptions import AuthenticationError\n\
+            TimeoutException: The operation has timed out.\n\
+            LH:dom-size-insight:warn Caught exception: CHROME_INTERSTITIAL_ERROR\n\
+            Exception in thread \"main\" java.lang.NullPointerException\n\
+            + CategoryInfo : ObjectNotFound: (cal:String) [], CommandNotFoundException";
+        assert_eq!(
+            error_lines(output, 10),
+            [
+                "TimeoutException: The operation has timed out.",
+                "LH:dom-size-insight:warn Caught exception: CHROME_INTERSTITIAL_ERROR",
+                "Exception in thread \"main\" java.lang.NullPointerException",
+                "+ CategoryInfo : ObjectNotFound: (cal:String) [], CommandNotFoundException"
+            ]
+        );
+    }
+
     proptest::proptest! {
         /// The search for error lines finds every line that reads as one, in lower, capitalised
         /// or upper case: `ERROR: not built` is an error line as much as `error: not built`.

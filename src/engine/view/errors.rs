@@ -80,7 +80,7 @@ static ERROR_NEEDLES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 6]> 
     });
 
 /// Whether a line says what failed: `error…`, `error:`, `error[`, `FAILED`, `panicked at`,
-/// `exception`. What a reduced tool result keeps, and what the replay counts as an error fact.
+/// an exception raised ([`raises_exception`]). What a reduced tool result keeps, and what the replay counts as an error fact.
 /// A line of a file as a read tool numbers it (`  106→  printf("FAILED");`, or `cat -n`'s
 /// number and tab) or as `grep -n` shows it (`559:        except Exception: pass`, the code
 /// indented after the colon) is source, not what a run said.
@@ -93,7 +93,33 @@ pub fn reads_as_error(line: &str) -> bool {
             || lower.contains("error[")
             || line.contains("FAILED")
             || line.contains("panicked at")
-            || lower.contains("exception"))
+            || raises_exception(&lower))
+}
+
+/// Whether a line (in lower case) says an exception was raised: an exception named and then
+/// what it says (`TimeoutException: timed out`, `caught exception: …`), the thread it killed,
+/// or ending the line (PowerShell's `…, CommandNotFoundException`); not code that catches,
+/// throws or defines one (`except Exception as e:`, `throw new IOException(…)`), nor prose
+/// that mentions one (`an exception is approved`).
+fn raises_exception(lower: &str) -> bool {
+    const STARTS: [&str; 8] = [
+        "except ", "except:", "catch", "} catch", "raise ", "from ", "import ", "class ",
+    ];
+    const HOLDS: [&str; 3] = [" class ", "throw ", "catch ("];
+    let code = lower.trim_start();
+    let handles =
+        STARTS.iter().any(|c| code.starts_with(c)) || HOLDS.iter().any(|c| code.contains(c));
+    !handles
+        && lower.match_indices("exception").any(|(at, _)| {
+            let after = &lower[at + "exception".len()..];
+            let before = lower[..at].trim_end();
+            after.starts_with(':')
+                || after.starts_with(" in thread")
+                || after.starts_with(" occurred")
+                || after.trim().is_empty()
+                || before.ends_with("unhandled")
+                || before.ends_with("uncaught")
+        })
 }
 
 /// Whether `line` is a numbered line of a file: a line number, then `→` or a tab, or a colon

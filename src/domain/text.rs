@@ -74,7 +74,8 @@ pub fn output_lines(text: &str) -> impl DoubleEndedIterator<Item = &str> {
 /// Within `line` (one line of an output), the byte range around `at` that [`output_lines`]
 /// reads as a line of its own: the whole line unless it encodes lines with escaped breaks.
 pub fn output_line_around(line: &str, at: usize) -> std::ops::Range<usize> {
-    if line.len() <= ENCODED_LINE_CHARS || !line.contains("\\n") {
+    // Only the escapes around `at` are looked for: a line with none is whole all the same.
+    if line.len() <= ENCODED_LINE_CHARS {
         return 0..line.len();
     }
     let start = line[..at].rfind("\\n").map_or(0, |i| i + 2);

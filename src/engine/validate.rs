@@ -359,8 +359,9 @@ fn user_content(message: &Value, i: usize) -> Result<(), String> {
 /// `custom_tool_call` items with string input, `shell_call` items with commands and
 /// `apply_patch_call` items with a file operation), each answered exactly once by a later
 /// output of its kind (`function_call_output`, `custom_tool_call_output`, `shell_call_output`,
-/// `apply_patch_call_output`) and every output answering an earlier call of its kind; `reasoning` items with an id and a summary list, each followed by an
-/// assistant item (a message or a call) before the next user message.
+/// `apply_patch_call_output`) and every output answering an earlier call of its kind;
+/// `reasoning` items with an id and a summary list, each followed by an assistant item (a
+/// message or a call) before the next user message.
 pub fn validate_responses(request: &Value) -> Result<(), String> {
     let items = request
         .get("input")

@@ -430,13 +430,20 @@ impl Reader {
                 };
                 self.draft(i, false).calls.push(call);
             }
-            "shell_call_output" | "apply_patch_call_output" => {
-                let output = match kind {
+            "function_call_output"
+            | "custom_tool_call_output"
+            | "shell_call_output"
+            | "apply_patch_call_output" => {
+                // The content and whether it failed: a built-in tool's output says both.
+                let read = match kind {
                     "shell_call_output" => shell_output(item.get("output")),
-                    _ => patch_output(item),
+                    "apply_patch_call_output" => patch_output(item),
+                    _ => content_value(item.get("output"))
+                        .map(|content| (content, None))
+                        .map_err(|e| ("output".to_owned(), e)),
                 };
-                let (text, failed) = match output {
-                    Ok(output) => output,
+                let (content, is_error) = match read {
+                    Ok(read) => read,
                     Err((field, e)) => return self.fail(format!("{at}.{field}"), e),
                 };
                 self.flush_assistant();
@@ -444,20 +451,8 @@ impl Reader {
                 let mut input = message_input(Role::Tool);
                 input.tool_call_id = id.map(str::to_owned);
                 input.name = self.result_name(id);
-                input.content = Some(ContentInput::Text(text));
-                input.is_error = Some(failed);
-                self.push(i, input);
-            }
-            "function_call_output" | "custom_tool_call_output" => {
-                self.flush_assistant();
-                let id = item.get("call_id").and_then(Value::as_str);
-                let mut input = message_input(Role::Tool);
-                input.tool_call_id = id.map(str::to_owned);
-                input.name = self.result_name(id);
-                match content_value(item.get("output")) {
-                    Ok(content) => input.content = content,
-                    Err(e) => return self.fail(format!("{at}.output"), e),
-                }
+                input.content = content;
+                input.is_error = is_error;
                 self.push(i, input);
             }
             other => self.fail(
@@ -496,67 +491,41 @@ impl Reader {
     }
 }
 
-/// A `shell_call_output`'s `output` chunks as one text (each command's stdout, its stderr, and
-/// how it ended when it failed: [`ShellOutcome::line`]) and whether a command failed; an
-/// output sent as text is taken as it is.
-fn shell_output(output: Option<&Value>) -> Result<(String, bool), (String, &'static str)> {
-    let chunks = match output {
-        Some(Value::Array(chunks)) => chunks,
+/// A `shell_call_output`'s `output` as one text ([`ShellOutcome::output_text`]) and whether a
+/// command failed; an output sent as text is taken as it is.
+fn shell_output(output: Option<&Value>) -> ReadOutput {
+    match output {
+        Some(Value::Array(chunks)) => ShellOutcome::output_text(chunks).map(said),
         // Some clients send the output already as text.
-        Some(Value::String(text)) => return Ok((text.clone(), false)),
-        _ => {
-            return Err((
-                "output".into(),
-                "must be an array of {stdout, stderr, outcome}, or text",
-            ))
-        }
-    };
-    let mut lines = Vec::new();
-    let mut failed = false;
-    for (k, chunk) in chunks.iter().enumerate() {
-        let text = |key| chunk.get(key).and_then(Value::as_str);
-        let (Some(stdout), Some(stderr)) = (text("stdout"), text("stderr")) else {
-            return Err((format!("output[{k}]"), "must have stdout and stderr text"));
-        };
-        let outcome = chunk.get("outcome");
-        let outcome = match outcome.and_then(|o| o.get("type")).and_then(Value::as_str) {
-            Some("exit") => outcome
-                .and_then(|o| o.get("exit_code"))
-                .and_then(Value::as_i64)
-                .map(ShellOutcome::Exit),
-            Some("timeout") => Some(ShellOutcome::Timeout),
-            _ => None,
-        };
-        let Some(outcome) = outcome else {
-            return Err((
-                format!("output[{k}].outcome"),
-                "must be {\"type\": \"exit\", \"exit_code\": n} or {\"type\": \"timeout\"}",
-            ));
-        };
-        failed |= outcome != ShellOutcome::Exit(0);
-        let said = [stdout, stderr].map(|t| t.trim_end_matches('\n'));
-        lines.extend(
-            said.into_iter()
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned),
-        );
-        lines.extend(outcome.line());
+        Some(Value::String(text)) => Ok(said((text.clone(), false))),
+        _ => Err((
+            "output".into(),
+            "must be an array of {stdout, stderr, outcome}, or text",
+        )),
     }
-    Ok((lines.join("\n"), failed))
 }
 
 /// An `apply_patch_call_output`'s text and whether the patch failed.
-fn patch_output(item: &Map<String, Value>) -> Result<(String, bool), (String, &'static str)> {
+fn patch_output(item: &Map<String, Value>) -> ReadOutput {
     let failed = match item.get("status").and_then(Value::as_str) {
         Some("completed") => false,
         Some("failed") => true,
         _ => return Err(("status".into(), "must be \"completed\" or \"failed\"")),
     };
     match item.get("output") {
-        None | Some(Value::Null) => Ok((String::new(), failed)),
-        Some(Value::String(text)) => Ok((text.clone(), failed)),
+        None | Some(Value::Null) => Ok(said((String::new(), failed))),
+        Some(Value::String(text)) => Ok(said((text.clone(), failed))),
         Some(_) => Err(("output".into(), "must be text or null")),
     }
+}
+
+/// A tool output as read: its content and whether it failed (unsaid by a function's output),
+/// or the field that is wrong and why.
+type ReadOutput = Result<(Option<ContentInput>, Option<bool>), (String, &'static str)>;
+
+/// A built-in tool's output text and whether it failed, as read.
+fn said((text, failed): (String, bool)) -> (Option<ContentInput>, Option<bool>) {
+    (Some(ContentInput::Text(text)), Some(failed))
 }
 
 fn str_of(value: Option<&Value>) -> &str {

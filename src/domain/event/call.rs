@@ -139,6 +139,44 @@ impl ShellOutcome {
         }
     }
 
+    /// A `shell_call_output`'s chunks (`{stdout, stderr, outcome}`) as one text, each command's
+    /// stdout, its stderr and, when it failed, its [`line`](Self::line); and whether one
+    /// failed. A chunk that is not of that shape is named (`output[1].outcome`).
+    pub fn output_text(chunks: &[Value]) -> Result<(String, bool), (String, &'static str)> {
+        let mut lines = Vec::new();
+        let mut failed = false;
+        for (k, chunk) in chunks.iter().enumerate() {
+            let text = |key| chunk.get(key).and_then(Value::as_str);
+            let (Some(stdout), Some(stderr)) = (text("stdout"), text("stderr")) else {
+                return Err((format!("output[{k}]"), "must have stdout and stderr text"));
+            };
+            let outcome = chunk.get("outcome");
+            let outcome = match outcome.and_then(|o| o.get("type")).and_then(Value::as_str) {
+                Some("exit") => outcome
+                    .and_then(|o| o.get("exit_code"))
+                    .and_then(Value::as_i64)
+                    .map(Self::Exit),
+                Some("timeout") => Some(Self::Timeout),
+                _ => None,
+            };
+            let Some(outcome) = outcome else {
+                return Err((
+                    format!("output[{k}].outcome"),
+                    "must be {\"type\": \"exit\", \"exit_code\": n} or {\"type\": \"timeout\"}",
+                ));
+            };
+            failed |= outcome != Self::Exit(0);
+            let said = [stdout, stderr].map(|t| t.trim_end_matches('\n'));
+            lines.extend(
+                said.into_iter()
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned),
+            );
+            lines.extend(outcome.line());
+        }
+        Ok((lines.join("\n"), failed))
+    }
+
     /// The output text without its last line when that line names how the command ended, and
     /// the outcome: that line's, or exit code 1 for a result marked failed, 0 otherwise.
     pub fn split(text: &str, is_error: bool) -> (&str, Self) {

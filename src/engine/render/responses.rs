@@ -7,14 +7,13 @@
 use std::borrow::Cow;
 
 use serde::Serialize;
+use serde_json::{Map, Value};
 
 use super::openai::{error_text, openai_result_content, says_nothing, ArgumentsText};
+use super::MISSING_RESULT;
 use super::{orphan_result_text, pair_tool_results, tool_calls_of, Keyed, PartKey, Placed};
 use crate::domain::compaction::ViewMessage;
 use crate::domain::content::Part;
-use serde_json::{Map, Value};
-
-use super::MISSING_RESULT;
 use crate::domain::event::{CallKind, Role, ShellOutcome, ToolCall, ARCHIVED_ARGUMENTS_KEY};
 
 /// `{"input": [...]}` for the OpenAI Responses API.

@@ -80,7 +80,8 @@ static ERROR_NEEDLES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 6]> 
     });
 
 /// Whether a line says what failed: `error…`, `error:`, `error[`, `FAILED`, `panicked at`,
-/// an exception raised ([`raises_exception`]). What a reduced tool result keeps, and what the replay counts as an error fact.
+/// an exception raised ([`raises_exception`]). What a reduced tool result keeps, and what the
+/// replay counts as an error fact.
 /// A line of a file as a read tool numbers it (`  106→  printf("FAILED");`, or `cat -n`'s
 /// number and tab) or as `grep -n` shows it (`559:        except Exception: pass`, the code
 /// indented after the colon) is source, not what a run said.

@@ -4,10 +4,12 @@
 //!
 //! A turn's text and its calls (`function_call`, the freeform `custom_tool_call` such as
 //! `apply_patch`, `local_shell_call`, the built-in `shell_call` and `apply_patch_call`) become
-//! one assistant message; each output a tool message. Reasoning is left out, as thinking is from other logs: its text is not sent back
-//! as context the way messages are. A developer message is the system's.
+//! one assistant message; each output a tool message. Reasoning is left out, as thinking is
+//! from other logs: its text is not sent back as context the way messages are. A developer message is the system's.
 
 use serde_json::{json, Map, Value};
+
+use crate::domain::event::ShellOutcome;
 
 /// The rows of a rollout that carry no item the model was sent: the session's metadata, a
 /// turn's settings, the UI's events (which repeat the messages), and the summary Codex wrote
@@ -160,7 +162,10 @@ impl Responses {
             | "apply_patch_call_output" => {
                 let id = call_id(item);
                 let content = match item.get("output") {
-                    Some(Value::Array(chunks)) if kind == "shell_call_output" => shell_text(chunks),
+                    Some(Value::Array(chunks)) if kind == "shell_call_output" => {
+                        let text = ShellOutcome::output_text(chunks).map(|(text, _)| text);
+                        text.unwrap_or_else(|_| output_text(&item["output"]))
+                    }
                     output => output.map(output_text).unwrap_or_default(),
                 };
                 let mut out = self.finish();
@@ -225,32 +230,6 @@ fn text_or_json(value: &Value) -> String {
 }
 
 /// A call's output: a string, or a list of parts (their text, an image as `[image]`).
-/// A `shell_call_output`'s chunks as text: each command's stdout and stderr, and its exit
-/// code when it failed.
-fn shell_text(chunks: &[Value]) -> String {
-    let mut lines = Vec::new();
-    for chunk in chunks {
-        for key in ["stdout", "stderr"] {
-            let text = chunk[key]
-                .as_str()
-                .unwrap_or_default()
-                .trim_end_matches('\n');
-            if !text.is_empty() {
-                lines.push(text.to_owned());
-            }
-        }
-        match (
-            chunk["outcome"]["type"].as_str(),
-            chunk["outcome"]["exit_code"].as_i64(),
-        ) {
-            (Some("timeout"), _) => lines.push("[timed out]".to_owned()),
-            (_, Some(code)) if code != 0 => lines.push(format!("[exit code {code}]")),
-            _ => {}
-        }
-    }
-    lines.join("\n")
-}
-
 fn output_text(output: &Value) -> String {
     match output {
         Value::Array(_) => message_text(Some(output)),

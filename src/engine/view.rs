@@ -395,6 +395,41 @@ mod tests {
     }
 
     #[test]
+    fn code_that_names_an_error_is_source_not_an_error_line() {
+        // As `rg -n` shows it, as a file read shows it, and as a diff shows it.
+        let code = [
+            "app/api/vault/init/route.ts:59:        { error: \"Vault already initialized\" },",
+            "src/lib.rs:12:pub fn api_key(&self) -> crate::error::Result<String> {",
+            "  23 |         return Err(Error::new(kind));",
+            "return NextResponse.json({ error: \"Payroll run not found\" }, { status: 404 });",
+            "console.error(\"List auditors error:\", error);",
+            "} catch (error: any) {",
+            "error: string | null;",
+            "{ error: error.message || \"Failed to register auditor\" },",
+            "+    error: vaultError,",
+            "-      console.error(\"Import error:\", err)",
+            "error!(error = %e, \"Failed to start server\");",
+            "echo 'Error: --number requires a value' >&2",
+            "except json.JSONDecodeError:",
+            "use thiserror::Error;",
+            "test error::tests::formats_the_default_plan ... ok",
+        ];
+        assert_eq!(error_lines(&code.join("\n"), 100), Vec::<&str>::new());
+        let run = [
+            "src/a.c:12:5: error: expected ';' before '}' token",
+            "app.py:3: error: Incompatible return value type (got \"int\", expected \"str\")",
+            "x.go:3:1: syntax error: unexpected {",
+            "error[E0599]: no method named `query` found for struct `RequestBuilder`",
+            "error: could not compile `app` (lib) due to 5 previous errors; 2 warnings emitted",
+            "E   json.decoder.JSONDecodeError: Expecting ',' delimiter: line 221 column 9",
+            "test shell::tests::detects_zsh ... FAILED",
+            "+ CategoryInfo : ParserError: (:) [], ParentContainsErrorRecordException",
+            "Error: listen EADDRINUSE: address already in use :::3000",
+        ];
+        assert_eq!(error_lines(&run.join("\n"), 100), run);
+    }
+
+    #[test]
     fn an_exception_raised_is_an_error_line_and_code_or_prose_naming_one_is_not() {
         let output = "except Exception as e:\n\
             internal sealed class FormulaParseException : Exception\n\

@@ -1,7 +1,8 @@
 //! The error lines an item shown reduced still names: what a model most needs of an output it
 //! no longer sees.
 
-use crate::domain::{diagnostic, text};
+use crate::domain::diagnostic::{self, Located};
+use crate::domain::text;
 
 /// The characters of each error line a reduced item names (of its message, for a group).
 const ERROR_LINE_CHARS: usize = 160;
@@ -82,13 +83,11 @@ static ERROR_NEEDLES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 6]> 
 /// Whether a line says what failed: `error…`, `error:`, `error[`, `FAILED`, `panicked at`,
 /// an exception raised ([`raises_exception`]). What a reduced tool result keeps, and what the
 /// replay counts as an error fact.
-/// A line of a file as a read tool numbers it (`  106→  printf("FAILED");`, or `cat -n`'s
-/// number and tab) or as `grep -n` shows it (`559:        except Exception: pass`, the code
-/// indented after the colon) is source, not what a run said.
+/// Source code is not what a run said, however it names errors ([`is_source`]).
 pub fn reads_as_error(line: &str) -> bool {
     let lower = line.to_ascii_lowercase();
     line.len() >= 8
-        && !is_numbered_source(line)
+        && !is_source(line)
         && (lower.starts_with("error")
             || lower.contains("error:")
             || lower.contains("error[")
@@ -123,16 +122,67 @@ fn raises_exception(lower: &str) -> bool {
         })
 }
 
-/// Whether `line` is a numbered line of a file: a line number, then `→` or a tab, or a colon
-/// and the line's indentation (two spaces or a tab).
-fn is_numbered_source(line: &str) -> bool {
-    let rest = line.trim_start();
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    let after = &rest[digits..];
+/// Whether `line` is a line of source code rather than what a run said: a line of a file as a
+/// read tool numbers it (`  106→  printf("FAILED");`, `cat -n`'s number and tab, rustc's
+/// `12 |     return Err(e);`), as `grep -n` or `rg -n` shows it (`559:        except
+/// Exception: pass`, `src/api.ts:59:    { error: "not found" },`: the code indented after
+/// the place), or code as a file read or a diff shows it ([`is_code`]). A compiler's
+/// diagnostic (`src/a.c:12:5: error: …`) is no source line: its message follows the place
+/// after one space.
+fn is_source(line: &str) -> bool {
+    let line = line.trim();
+    if is_numbered(line) {
+        return true;
+    }
+    let Some(located) = Located::parse(line) else {
+        return is_code(line);
+    };
+    // After the path: the line's number, then its code indented, or the column and a message.
+    let rest = &line[located.path.len() + 1..];
+    let message = located.message.to_ascii_lowercase();
+    let diagnostic = SEVERITIES.iter().any(|s| message.starts_with(s));
+    is_numbered(rest) || (!diagnostic && is_code(located.message))
+}
+
+/// How a compiler's or a linter's message at a place starts.
+const SEVERITIES: [&str; 5] = ["error", "warning", "fatal", "syntax error", "note"];
+
+/// Whether `line` starts with a line number and then the line of a file: after `→`, a tab,
+/// a gutter (`12 |     code`), or a colon and the code's indentation (two spaces or a tab).
+fn is_numbered(line: &str) -> bool {
+    let digits = line.bytes().take_while(u8::is_ascii_digit).count();
+    let after = &line[digits..];
     digits > 0
         && (after.starts_with('→')
             || after.starts_with('\t')
+            || after.trim_start_matches(' ').starts_with("| ")
             || after
                 .strip_prefix(':')
                 .is_some_and(|code| code.starts_with("  ") || code.starts_with('\t')))
+}
+
+/// Whether a line (trimmed) reads as code, or as a diff's added or removed line of code: a
+/// statement or a literal left open (`{ error: "not found" },`, `} catch (error) {`,
+/// `error: string | null;`), a declaration, a return or a throw, a log call
+/// (`console.error("failed:", e)`, `error!("…")`), an `echo` of a message or a test that passed
+/// (`test error::tests::formats ... ok`). A line that opens with a quote is a line of JSON
+/// (`"message": "Error: quota exceeded",`), which says what a run returned.
+fn is_code(line: &str) -> bool {
+    #[rustfmt::skip]
+    const STARTS: [&str; 25] = [
+        "return ", "throw ", "const ", "let ", "var ", "if (", "} ", "//", "/*", "console.",
+        "pub ", "fn ", "def ", "async ", "await ", "export ", "use ", "#[", "Err(", "Ok(",
+        "echo ", "printf ", "except ", "println!(", "error!(",
+    ];
+    const HOLDS: [&str; 4] = ["console.error(", "new Error(", "error?:", ".json({"];
+    const ENDS: [char; 5] = ['{', ';', ',', '(', '['];
+    const PASSED: [&str; 2] = [" ... ok", " ... ignored"];
+    let code = match line.strip_prefix(['+', '-']) {
+        Some(rest) if rest.starts_with([' ', '\t']) => rest.trim_start(),
+        _ => line,
+    };
+    STARTS.iter().any(|s| code.starts_with(s))
+        || HOLDS.iter().any(|s| code.contains(s))
+        || (code.ends_with(ENDS) && !code.starts_with('"'))
+        || PASSED.iter().any(|s| code.ends_with(s))
 }

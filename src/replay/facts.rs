@@ -11,7 +11,9 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::domain::diagnostic::{Group, Located};
-use crate::domain::event::{is_markup_only, named_path, walk_strings, WRITTEN_TEXT_KEYS};
+use crate::domain::event::{
+    is_markup_only, named_path, walk_strings, without_patch_bodies, WRITTEN_TEXT_KEYS,
+};
 use crate::domain::text::output_lines;
 use crate::engine::view::reads_as_error;
 
@@ -252,9 +254,12 @@ pub(super) fn argument_strings(message: &Value) -> Vec<String> {
 }
 
 /// The strings of a message's tool-call arguments that may name a file the agent acts on: every
-/// string but the text it writes into a file.
+/// string but the text it writes into a file, a patch's added, removed and context lines too.
 fn acted_on_strings(message: &Value) -> Vec<String> {
-    strings_of_arguments(message, &WRITTEN_TEXT_KEYS)
+    let strings = strings_of_arguments(message, &WRITTEN_TEXT_KEYS).into_iter();
+    strings
+        .map(|s| without_patch_bodies(&s).into_owned())
+        .collect()
 }
 
 /// The strings of a message's tool-call arguments but those under the `skipped` keys.
@@ -387,6 +392,21 @@ mod tests {
         assert_eq!(
             facts.paths.iter().collect::<Vec<_>>(),
             ["src/c.rs", "src/d.rs"]
+        );
+    }
+
+    #[test]
+    fn a_patch_names_the_files_it_changes_not_those_its_lines_name() {
+        let mut facts = Facts::default();
+        let patch = "cd web && apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: app/page.tsx\n\
+            @@\n-  <img src=\"/logo/old.png\" />\n+  <img src=\"/logo/new.png\" className=\"bg-white/[0.05]\" />\n\
+            *** Move to: app/home.tsx\n*** End Patch\nPATCH\ngit diff --stat docs/a.md";
+        facts.learn(&call("shell", &json!({"command": ["bash", "-lc", patch]})));
+        let diff = "git apply <<'EOF'\n--- a/src/x.rs\n+++ b/src/x.rs\n@@ -1 +1 @@\n-use y/z.rs;\n+use y/w.rs;\nEOF";
+        facts.learn(&call("shell", &json!({"command": diff})));
+        assert_eq!(
+            facts.paths.iter().collect::<Vec<_>>(),
+            ["a/src/x.rs", "app/home.tsx", "app/page.tsx", "b/src/x.rs", "docs/a.md"]
         );
     }
 

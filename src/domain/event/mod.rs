@@ -130,6 +130,31 @@ pub fn file_paths(text: &str) -> impl Iterator<Item = &str> {
         })
 }
 
+/// A text without the bodies of the patches it holds (`apply_patch`'s `*** Begin Patch`, a
+/// unified diff): their added, removed and context lines are what the files hold, not files
+/// the agent acted on. The lines that name the files stay (`*** Update File: src/a.rs`,
+/// `+++ b/src/a.rs`), as does the text around the patch (the command that applies it).
+pub fn without_patch_bodies(text: &str) -> Cow<'_, str> {
+    if !text.contains("*** Begin Patch") && !text.contains("\n+++ ") {
+        return Cow::Borrowed(text);
+    }
+    let mut kept: Vec<&str> = Vec::new();
+    let mut in_patch = false;
+    for line in text.lines() {
+        if line.starts_with("*** Begin Patch") || line.starts_with("--- ") {
+            in_patch = true;
+        } else if line.starts_with("*** End Patch") {
+            in_patch = false;
+        }
+        let header = line.starts_with("+++ ") || line.starts_with("--- ");
+        let body = line.starts_with(['+', '-', ' ']) || line.starts_with("@@");
+        if !(in_patch && body && !header) {
+            kept.push(line);
+        }
+    }
+    Cow::Owned(kept.join("\n"))
+}
+
 /// Whether a user message's text is markup only: it opens with a tag and ends by closing one,
 /// as an agent's harness writes on the user's behalf (a slash command's name and its output, a
 /// caveat about them, a file opened in the editor: `<command-name>/exit</command-name>`).

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::super::*;
 pub(in crate::summarize::deterministic) use crate::domain::event::file_paths;
-use crate::domain::event::{walk_strings, ToolCall, WRITTEN_TEXT_KEYS};
+use crate::domain::event::{walk_strings, without_patch_bodies, ToolCall, WRITTEN_TEXT_KEYS};
 
 impl Digest {
     /// Lists the call and what it touched.
@@ -48,7 +48,7 @@ impl Digest {
                     let shown = one_line(&format!("$ {shown_value}"), TOUCHED_CHARS);
                     // A long command (a build line, a `git add` of many files) names files
                     // past what its entry shows: each is listed as touched by the call.
-                    for path in unshown_paths(&value, &shown) {
+                    for path in unshown_paths(&without_patch_bodies(&value), &shown) {
                         let action = one_line(&call.name, ARGUMENT_CHARS);
                         self.push(Section::Touched, format!("{path}{LAST_ACTION}{action})"));
                         paths.push(path);
@@ -85,7 +85,8 @@ impl Digest {
             }
             let mut listed: HashSet<String> = paths.iter().cloned().collect();
             let action = one_line(&call.name, ARGUMENT_CHARS);
-            for path in strings.iter().flat_map(|s| unshown_paths(s, &described)) {
+            let strings = strings.into_iter().map(without_patch_bodies);
+            for path in strings.flat_map(|s| unshown_paths(&s, &described)) {
                 if listed.insert(path.clone()) {
                     self.push(
                         Section::Touched,

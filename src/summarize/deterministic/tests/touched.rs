@@ -334,11 +334,13 @@ fn a_directorys_files_share_a_line_that_a_later_summary_reads_back() {
 
 /// A command that writes a here-document (a patch piped to `apply_patch`, a file written with
 /// `cat`) is listed and described by its command lines, not the document's text; the files
-/// the document names are listed as touched by the call.
+/// the document names are listed as touched by the call; of a patch, only the files it
+/// changes, not those its lines name.
 #[test]
 fn a_here_documents_text_is_left_out_of_its_commands_entry() {
     let patch = "apply_patch << 'PATCH'\n*** Begin Patch\n*** Update File: opk/ui/editor.py\n\
                  @@\n-    self.f_abl = QCheckBox()\n+    self.f_abl = QCheckBox(); self.f_probe = QComboBox()\n\
+                 +    self.icon = QIcon(\"icons/printer.svg\")\n\
                  *** Add File: examples/printers/Prusa_MK4.json\n+{\"name\": \"MK4\"}\n*** End Patch\nPATCH";
     let write =
         "cat > docs/notes.md << 'EOF'\n# Notes\nThe editor lives in opk/ui/editor.py.\nEOF\n\
@@ -374,6 +376,7 @@ fn a_here_documents_text_is_left_out_of_its_commands_entry() {
         "{text}"
     );
     assert!(!text.contains("QCheckBox"), "{text}");
+    assert!(!text.contains("printer.svg"), "{text}");
     for file in ["opk/ui/editor.py", "examples/printers/Prusa_MK4.json"] {
         assert!(lists_file(text, file, "shell"), "{file}: {text}");
     }

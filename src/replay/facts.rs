@@ -406,7 +406,13 @@ mod tests {
         facts.learn(&call("shell", &json!({"command": diff})));
         assert_eq!(
             facts.paths.iter().collect::<Vec<_>>(),
-            ["a/src/x.rs", "app/home.tsx", "app/page.tsx", "b/src/x.rs", "docs/a.md"]
+            [
+                "a/src/x.rs",
+                "app/home.tsx",
+                "app/page.tsx",
+                "b/src/x.rs",
+                "docs/a.md"
+            ]
         );
     }
 

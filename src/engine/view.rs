@@ -452,6 +452,20 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A compiler's or a linter's error at a place reads as an error line whatever its
+        /// message holds, even where the message ends as code would (`unexpected {`,
+        /// `expected ';'`): code is told from it by the place's shape, not by its words.
+        #[test]
+        fn a_diagnostic_at_a_place_is_an_error_line_whatever_its_message(
+            path in "(\\./)?[a-z]{1,8}/[a-z_]{1,8}\\.(c|rs|ts|py|go)",
+            place in "[1-9][0-9]{0,3}(:[1-9][0-9]?)?",
+            severity in "error|fatal error|syntax error|error\\[E0[0-9]{3}\\]",
+            message in "[a-z';{}(),\\[ ]{1,40}",
+        ) {
+            let line = format!("{path}:{place}: {severity}: {message}");
+            proptest::prop_assert!(reads_as_error(&line), "{}", line);
+        }
+
         /// The search for error lines finds every line that reads as one, in lower, capitalised
         /// or upper case: `ERROR: not built` is an error line as much as `error: not built`.
         #[test]

@@ -16,7 +16,7 @@ mod errors;
 
 use archived::archived_calls;
 pub use archived::{archived_calls_message, has_long_arguments, recall_text};
-pub use errors::{error_entries, reads_as_error, PLACES_CHARS};
+pub use errors::{error_entries, is_source, reads_as_error, PLACES_CHARS};
 
 /// Marks the summary message so that models (and people) can tell it from the conversation.
 pub const SUMMARY_HEADER: &str = "[ctxd: summary of the earlier conversation]";

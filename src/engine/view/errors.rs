@@ -129,7 +129,7 @@ fn raises_exception(lower: &str) -> bool {
 /// the place), or code as a file read or a diff shows it ([`is_code`]). A compiler's
 /// diagnostic (`src/a.c:12:5: error: …`) is no source line: its message follows the place
 /// after one space.
-fn is_source(line: &str) -> bool {
+pub fn is_source(line: &str) -> bool {
     let line = line.trim();
     if is_numbered(line) {
         return true;

@@ -42,7 +42,8 @@ impl Digest {
 
 /// The line of a failed tool's output that says what went wrong: the last line of a Python
 /// traceback, else the first line that reads as an error (`error[E…]`, `error:`, `Error:`,
-/// `FAILED`, `panicked at`), else the first line. Build tools print progress first
+/// `FAILED`, `panicked at`) and is no line of code the run printed ([`view::is_source`]),
+/// else the first line. Build tools print progress first
 /// ("Compiling billing v0.3.1"), which says nothing of the failure.
 pub(in crate::summarize::deterministic) fn error_line(text: &str, max_chars: usize) -> String {
     let lines = || crate::domain::text::output_lines(text);
@@ -53,12 +54,13 @@ pub(in crate::summarize::deterministic) fn error_line(text: &str, max_chars: usi
     }
     let reads_as_error = |line: &str| {
         let lower = line.to_ascii_lowercase();
-        lower.starts_with("error[e")
-            || lower.starts_with("error:")
-            || line.starts_with("FAILED")
-            || line.contains(" FAILED")
-            || line.contains("panicked at")
-            || line.contains("Error:")
+        !view::is_source(line)
+            && (lower.starts_with("error[e")
+                || lower.starts_with("error:")
+                || line.starts_with("FAILED")
+                || line.contains(" FAILED")
+                || line.contains("panicked at")
+                || line.contains("Error:"))
     };
     match lines().find(|l| reads_as_error(l)) {
         Some(line) => one_line(line, max_chars),

@@ -29,6 +29,11 @@ fn the_error_line_of_a_failed_output_is_the_one_that_says_what_failed() {
             "> build\n> tsc\nError: Cannot find module 'x'",
             "Error: Cannot find module 'x'",
         ),
+        // A test run that printed the code it failed in: the code is not what failed.
+        (
+            "FAIL src/api.test.ts\n  12 |     throw new Error(\"Error: boom\");\n    console.error(\"Error: x\", e);\nError: expected 200, got 404",
+            "Error: expected 200, got 404",
+        ),
         // Nothing reads as an error: the first line is all there is.
         ("\n permission denied \nmore", "permission denied"),
     ];

@@ -140,7 +140,7 @@ pub fn without_patch_bodies(text: &str) -> Cow<'_, str> {
     }
     let mut kept: Vec<&str> = Vec::new();
     let mut in_patch = false;
-    for line in text.lines() {
+    for line in text.split('\n') {
         if line.starts_with("*** Begin Patch") || line.starts_with("--- ") {
             in_patch = true;
         } else if line.starts_with("*** End Patch") {

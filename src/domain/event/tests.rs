@@ -300,3 +300,35 @@ fn a_shell_or_apply_patch_call_holds_its_action_or_operation() {
         );
     }
 }
+
+proptest::proptest! {
+    /// A patch's body goes and what names its files stays: every header line, and every line
+    /// around the patch (the command that applies it), in order; a text with no patch is the
+    /// text itself.
+    #[test]
+    fn a_patch_body_goes_and_its_headers_and_surroundings_stay(
+        before in proptest::collection::vec("[a-z./ ]{0,20}", 0..4),
+        files in proptest::collection::vec("[a-z]{1,6}/[a-z]{1,6}\\.rs", 1..4),
+        body in proptest::collection::vec("[-+ ][a-z./{}();]{0,20}", 0..6),
+        after in proptest::collection::vec("[a-z./ ]{0,20}", 0..4),
+    ) {
+        let plain = before.join("\n");
+        proptest::prop_assert!(matches!(without_patch_bodies(&plain), Cow::Borrowed(_)));
+        let mut lines: Vec<String> = before.clone();
+        lines.push("*** Begin Patch".into());
+        let mut expected: Vec<String> = lines.clone();
+        for file in &files {
+            let header = format!("*** Update File: {file}");
+            lines.push(header.clone());
+            expected.push(header);
+            lines.push("@@ fn main".into());
+            lines.extend(body.iter().cloned());
+        }
+        lines.push("*** End Patch".into());
+        expected.push("*** End Patch".into());
+        lines.extend(after.iter().cloned());
+        expected.extend(after.iter().cloned());
+        let text = lines.join("\n");
+        proptest::prop_assert_eq!(without_patch_bodies(&text).into_owned(), expected.join("\n"));
+    }
+}

@@ -86,14 +86,16 @@ static ERROR_NEEDLES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 6]> 
 /// Source code is not what a run said, however it names errors ([`is_source`]).
 pub fn reads_as_error(line: &str) -> bool {
     let lower = line.to_ascii_lowercase();
+    // The words first: the replay asks this of every line of every output, and few name an
+    // error; only those are read for the shape of code.
     line.len() >= 8
-        && !is_source(line)
         && (lower.starts_with("error")
             || lower.contains("error:")
             || lower.contains("error[")
             || line.contains("FAILED")
             || line.contains("panicked at")
             || raises_exception(&lower))
+        && !is_source(line)
 }
 
 /// Whether a line (in lower case) says an exception was raised: an exception named and then

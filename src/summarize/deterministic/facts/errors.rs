@@ -54,13 +54,13 @@ pub(in crate::summarize::deterministic) fn error_line(text: &str, max_chars: usi
     }
     let reads_as_error = |line: &str| {
         let lower = line.to_ascii_lowercase();
-        !view::is_source(line)
-            && (lower.starts_with("error[e")
-                || lower.starts_with("error:")
-                || line.starts_with("FAILED")
-                || line.contains(" FAILED")
-                || line.contains("panicked at")
-                || line.contains("Error:"))
+        (lower.starts_with("error[e")
+            || lower.starts_with("error:")
+            || line.starts_with("FAILED")
+            || line.contains(" FAILED")
+            || line.contains("panicked at")
+            || line.contains("Error:"))
+            && !view::is_source(line)
     };
     match lines().find(|l| reads_as_error(l)) {
         Some(line) => one_line(line, max_chars),

@@ -83,6 +83,83 @@ pub fn output_line_around(line: &str, at: usize) -> std::ops::Range<usize> {
     start..end
 }
 
+/// `text` without the terminal's escape sequences (colours, cursor moves: `ESC[2m`, `ESC[1A`,
+/// `ESC]8;;url ESC\`) that a command run under a terminal prints around its words: borrowed
+/// when it holds none.
+pub fn without_terminal_escapes(text: &str) -> std::borrow::Cow<'_, str> {
+    const ESC: char = '\u{1b}';
+    if !text.contains(ESC) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != ESC {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            // A control sequence: parameters and intermediates, then one final byte.
+            Some('[') => {
+                for c in chars.by_ref() {
+                    if ('\u{40}'..='\u{7e}').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            // An operating-system command (a title, a link): up to BEL or `ESC \`.
+            Some(']') => {
+                while let Some(c) = chars.next() {
+                    if c == '\u{7}' {
+                        break;
+                    }
+                    if c == ESC {
+                        chars.next_if_eq(&'\\');
+                        break;
+                    }
+                }
+            }
+            // A two-character sequence (`ESC(B`, `ESC=`): its second character goes too.
+            Some('(' | ')') => {
+                chars.next();
+            }
+            _ => {}
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// What two lines that differ only in their numbers (a process id, a time, a worker's or a
+/// run's number) have in common: `line` with each number written as `#`. A number is a run of
+/// digits that no letter or `_` touches: `E0308`, `m3.rs` and `v2` are words, not numbers. A
+/// log that prints one warning per process or one failure per retry says one thing many times.
+pub fn numbers_blanked(line: &str) -> String {
+    let is_word = |c: Option<char>| c.is_some_and(|c| c.is_alphabetic() || c == '_');
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    let mut before: Option<char> = None;
+    while let Some(c) = rest.chars().next() {
+        if !c.is_ascii_digit() {
+            out.push(c);
+            before = Some(c);
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (number, after) = rest.split_at(digits);
+        if is_word(before) || is_word(after.chars().next()) {
+            out.push_str(number);
+        } else {
+            out.push('#');
+        }
+        before = number.chars().last();
+        rest = after;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +180,46 @@ mod tests {
         let code = r#"printf("error: %s\n", msg);"#;
         assert_eq!(output_lines(code).collect::<Vec<_>>(), [code]);
         assert_eq!(output_line_around(code, 8), 0..code.len());
+    }
+
+    #[test]
+    fn a_terminals_escapes_go_and_its_words_stay() {
+        let coloured =
+            "Error: \u{1b}[2mexpect(\u{1b}[22m\u{1b}[31mreceived\u{1b}[39m\u{1b}[2m)\u{1b}[22m";
+        assert_eq!(
+            without_terminal_escapes(coloured),
+            "Error: expect(received)"
+        );
+        assert_eq!(
+            without_terminal_escapes("\u{1b}[1A\u{1b}[2K[Worker 1] API ERROR"),
+            "[Worker 1] API ERROR"
+        );
+        let link = "see \u{1b}]8;;https://x.test\u{1b}\\here\u{1b}]8;;\u{7} now\u{1b}(B";
+        assert_eq!(without_terminal_escapes(link), "see here now");
+        let plain = "error: no escapes [2m here";
+        assert!(matches!(
+            without_terminal_escapes(plain),
+            std::borrow::Cow::Borrowed(p) if p == plain
+        ));
+        // A lone escape at the end is dropped, never panics.
+        assert_eq!(without_terminal_escapes("ok\u{1b}"), "ok");
+    }
+
+    #[test]
+    fn lines_that_differ_in_their_numbers_alone_have_one_shape() {
+        let a = "[Worker 0] API ERROR: (node:2174) Warning: NO_COLOR ignored";
+        let b = "[Worker 12] API ERROR: (node:80995) Warning: NO_COLOR ignored";
+        assert_eq!(numbers_blanked(a), numbers_blanked(b));
+        assert_eq!(
+            numbers_blanked(a),
+            "[Worker #] API ERROR: (node:#) Warning: NO_COLOR ignored"
+        );
+        assert_ne!(numbers_blanked("error: x"), numbers_blanked("error: y"));
+        // Codes, names and versions that hold digits are words.
+        assert_eq!(
+            numbers_blanked("error[E0308]: in src/m3.rs at v2 (line 221, 0312/181706.5)"),
+            "error[E0308]: in src/m3.rs at v2 (line #, #/#.#)"
+        );
     }
 
     #[test]

@@ -16,7 +16,9 @@ mod errors;
 
 use archived::archived_calls;
 pub use archived::{archived_calls_message, has_long_arguments, recall_text};
-pub use errors::{error_entries, is_source, reads_as_error, PLACES_CHARS};
+pub use errors::{
+    error_entries, error_shape, is_source, reads_as_error, PLACES_CHARS, SEEN, TIMES,
+};
 
 /// Marks the summary message so that models (and people) can tell it from the conversation.
 pub const SUMMARY_HEADER: &str = "[ctxd: summary of the earlier conversation]";
@@ -362,8 +364,38 @@ pub fn placeholder_result(
 
 #[cfg(test)]
 mod tests {
-    use super::errors::error_lines;
+    use super::errors::error_shape;
     use super::*;
+
+    /// The error lines of `text`, without how many times each was printed.
+    fn error_lines(text: &str, max: usize) -> Vec<&str> {
+        let lines = super::errors::error_lines(text, max).into_iter();
+        lines.map(|(line, _)| line).collect()
+    }
+
+    #[test]
+    fn an_error_printed_again_with_other_numbers_or_colours_is_one_entry_that_says_how_often() {
+        let output = "[Worker 0] API ERROR: (node:2174) Warning: The 'NO_COLOR' env is ignored\n\
+            [Worker 1] API ERROR: (node:8425) Warning: The 'NO_COLOR' env is ignored\n\
+            \u{1b}[1A\u{1b}[2K[Worker 1] API ERROR: (node:47944) Warning: The 'NO_COLOR' env is ignored\n\
+            Error: \u{1b}[2mexpect(\u{1b}[22m\u{1b}[31mreceived\u{1b}[39m\u{1b}[2m).toBe\u{1b}[22m\n\
+            src/a.c:12:5: error: expected ';'\n\
+            src/a.c:14:5: error: expected ';'\n\
+            error: 2 tests failed";
+        assert_eq!(
+            error_entries(output, 10, PLACES_CHARS),
+            [
+                "[Worker 0] API ERROR: (node:2174) Warning: The 'NO_COLOR' env is ignored (seen 3 times)",
+                "Error: expect(received).toBe",
+                // A compiler's message at two places is one entry naming both places.
+                "src/a.c: error: expected ';' (at 12:5, 14:5)",
+                "error: 2 tests failed",
+            ]
+        );
+        // Lines that differ in more than their numbers are two errors.
+        let two = "error: no field `a` on type `T1`\nerror: no method `a` on type `T2`";
+        assert_eq!(error_entries(two, 10, PLACES_CHARS).len(), 2);
+    }
 
     proptest::proptest! {
         #[test]
@@ -477,9 +509,11 @@ mod tests {
         ) {
             let text = lines.join("\n");
             let mut expected: Vec<&str> = Vec::new();
+            let mut shapes = Vec::new();
             for line in text.lines().map(str::trim) {
-                if reads_as_error(line) && !expected.contains(&line) {
+                if reads_as_error(line) && !shapes.contains(&error_shape(line)) {
                     expected.push(line);
+                    shapes.push(error_shape(line));
                 }
             }
             proptest::prop_assert_eq!(error_lines(&text, 100), expected);

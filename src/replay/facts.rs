@@ -6,7 +6,7 @@
 //! line names its message in its file at its place among others. A line that lists what shares
 //! a place (a directory's files, a file's diagnostics) stands for the lines it lists.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use serde_json::Value;
 
@@ -14,8 +14,8 @@ use crate::domain::diagnostic::{Group, Located};
 use crate::domain::event::{
     is_markup_only, named_path, walk_strings, without_patch_bodies, WRITTEN_TEXT_KEYS,
 };
-use crate::domain::text::output_lines;
-use crate::engine::view::reads_as_error;
+use crate::domain::text::{numbers_blanked, output_lines, without_terminal_escapes};
+use crate::engine::view::{error_shape, reads_as_error};
 
 /// A session's facts, by kind.
 #[derive(Debug, Default, Clone)]
@@ -26,6 +26,8 @@ pub struct Facts {
     pub constraints: BTreeSet<String>,
     /// Facts a synthetic session planted (`ctxd synth --facts`), looked for verbatim.
     pub planted: BTreeSet<String>,
+    /// The shapes of the error facts, to learn each error once.
+    error_shapes: HashSet<String>,
 }
 
 /// How many facts of each kind a view holds, of how many.
@@ -72,6 +74,14 @@ impl Kept {
 const FACT_CHARS: usize = 120;
 
 impl Facts {
+    /// No facts learnt yet, besides those a synthetic session planted.
+    pub fn planted(planted: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            planted: planted.into_iter().collect(),
+            ..Self::default()
+        }
+    }
+
     /// Takes in the facts of one chat message.
     pub fn learn(&mut self, message: &Value) {
         let text = message["content"].as_str().unwrap_or_default();
@@ -93,8 +103,15 @@ impl Facts {
                 }
             }
             Some("tool") => {
-                let errors = output_lines(text).filter(|l| reads_as_error(l));
-                self.errors.extend(errors.map(cut));
+                // An error printed again with other numbers (a process id, a time) is the same
+                // fact, as the summary tells it once ([`error_shape`]); a terminal's colours are
+                // no part of it.
+                let plain = without_terminal_escapes(text);
+                for line in output_lines(&plain).filter(|l| reads_as_error(l)) {
+                    if self.error_shapes.insert(error_shape(line)) {
+                        self.errors.insert(cut(line));
+                    }
+                }
             }
             _ => {}
         }
@@ -121,6 +138,8 @@ impl Facts {
 
     /// The facts `view_text` does not hold, by kind, in order.
     pub fn missed_in(&self, view_text: &str) -> Missed {
+        let plain = without_terminal_escapes(view_text);
+        let view_text: &str = &plain;
         // A line that lists what shares a place stands for the lines it lists.
         let listed = expanded_places(view_text);
         let expanded;
@@ -145,8 +164,19 @@ impl Facts {
             .filter(|l| l.contains(" (at "))
             .filter_map(|l| Group::parse(l.trim_start_matches(['-', '>', '*', ' '])))
             .collect();
+        // An error is kept, too, where the view tells it with other numbers (as the newest of
+        // the times it was printed).
+        let mut shaped_view: Option<String> = None;
+        let mut told_with_other_numbers = |fact: &str| {
+            let shaped = shaped_view.get_or_insert_with(|| numbers_blanked(&squeezed_view));
+            shaped.contains(numbers_blanked(&squeezed(fact)).as_str())
+        };
         let errors = self.errors.iter().filter(|f| {
-            !holds(f) && !Located::parse(f).is_some_and(|l| groups.iter().any(|g| g.names(&l)))
+            !holds(f)
+                && match Located::parse(f) {
+                    Some(located) => !groups.iter().any(|g| g.names(&located)),
+                    None => !told_with_other_numbers(f),
+                }
         });
         Missed {
             paths: missed(&self.paths),
@@ -526,6 +556,37 @@ mod tests {
         assert_eq!(
             (kept.paths, kept.errors, kept.requests),
             ((1, 2), (0, 1), (1, 1))
+        );
+    }
+
+    #[test]
+    fn an_error_printed_again_with_other_numbers_is_one_fact_and_colours_are_no_part_of_it() {
+        let mut facts = Facts::default();
+        facts.learn(&json!({"role": "tool", "content":
+            "[Worker 0] API ERROR: (node:2174) Warning: NO_COLOR is ignored\n\
+             [Worker 1] API ERROR: (node:8425) Warning: NO_COLOR is ignored\n\
+             Error: \u{1b}[2mexpect(\u{1b}[22mreceived).toBe\u{1b}[22m\n\
+             src/a.c:12:5: error: expected ';'\nsrc/a.c:14:5: error: expected ';'"}));
+        facts.learn(&json!({"role": "tool", "content":
+            "[Worker 3] API ERROR: (node:97083) Warning: NO_COLOR is ignored"}));
+        assert_eq!(facts.errors.len(), 4, "{:?}", facts.errors);
+        assert!(facts.errors.contains("Error: expect(received).toBe"));
+        // Told once as the newest, with its count; the colours as printed are the same fact.
+        let view =
+            "[Worker 3] API ERROR: (node:97083) Warning: NO_COLOR is ignored (seen 3 times)\n\
+                    Error: \u{1b}[2mexpect(\u{1b}[22mreceived).toBe\n\
+                    src/a.c:12:5: error: expected ';'";
+        let missed = facts.missed_in(view);
+        // A compiler's message at another place is another fact: its place is not a number to
+        // blank.
+        assert_eq!(missed.errors, ["src/a.c:14:5: error: expected ';'"]);
+        // Another message is another fact.
+        assert_eq!(
+            facts
+                .missed_in("[Worker 3] API ERROR: (node:1) Warning: FORCE_COLOR is set")
+                .errors
+                .len(),
+            4
         );
     }
 }

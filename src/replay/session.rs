@@ -75,10 +75,7 @@ pub(super) async fn replay(
     let mut run = Replay {
         context,
         session: String::new(),
-        facts: Facts {
-            planted: planted.into_iter().collect(),
-            ..Facts::default()
-        },
+        facts: Facts::planted(planted),
         observed: Observed::default(),
         history: Vec::with_capacity(messages.len()),
         costs: Vec::with_capacity(messages.len()),

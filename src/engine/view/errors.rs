@@ -8,25 +8,39 @@ use crate::domain::text;
 const ERROR_LINE_CHARS: usize = 160;
 
 /// The distinct lines of `text` that read as errors (`error:`, `error[E…]`, `FAILED`,
-/// `panicked at`, exceptions), whole, at most `max` of them: what a model most needs of an
-/// output it no longer sees ([`error_entries`] names them).
-pub(super) fn error_lines(text: &str, max: usize) -> Vec<&str> {
-    let mut found: Vec<&str> = Vec::new();
+/// `panicked at`, exceptions), whole, at most `max` of them, each with how many times the
+/// output printed it: what a model most needs of an output it no longer sees ([`error_entries`]
+/// names them). Lines that differ only in their numbers (a process id, a time, a worker's
+/// number: [`text::numbers_blanked`]) or in a terminal's colours are one line, the first
+/// printed; a compiler's diagnostics stay one line per place, to be grouped by message.
+pub(super) fn error_lines(text: &str, max: usize) -> Vec<(&str, usize)> {
+    let mut found: Vec<(&str, usize)> = Vec::new();
+    if max == 0 {
+        return found;
+    }
+    // Where each shape was found first.
+    let mut shapes: std::collections::HashMap<String, usize> = Default::default();
     let bytes = text.as_bytes();
     // Where each needle next occurs: each is searched for again only once passed, so the text
     // is read once per needle however many lines are found.
     let mut next = ERROR_NEEDLES.each_ref().map(|n| n.find(bytes));
-    while found.len() < max {
-        let Some(hit) = next.iter().flatten().copied().min() else {
-            break;
-        };
+    while let Some(hit) = next.iter().flatten().copied().min() {
         let start = memchr::memrchr(b'\n', &bytes[..hit]).map_or(0, |i| i + 1);
         let end = memchr::memchr(b'\n', &bytes[hit..]).map_or(bytes.len(), |i| hit + i);
         // A line an output encodes in one long line (JSON's `\n`) is a line of its own.
         let within = text::output_line_around(&text[start..end], hit - start);
         let line = text[start + within.start..start + within.end].trim();
-        if reads_as_error(line) && !found.contains(&line) {
-            found.push(line);
+        if reads_as_error(line) {
+            let shape = error_shape(line);
+            match shapes.get(&shape) {
+                Some(&i) => found[i].1 += 1,
+                None if found.len() < max => {
+                    shapes.insert(shape, found.len());
+                    found.push((line, 1));
+                }
+                // Full: the lines already found are still counted, the rest is not read.
+                None => {}
+            }
         }
         let after = (start + within.end + 1).min(bytes.len());
         for (position, needle) in next.iter_mut().zip(ERROR_NEEDLES.iter()) {
@@ -37,6 +51,23 @@ pub(super) fn error_lines(text: &str, max: usize) -> Vec<&str> {
     }
     found
 }
+
+/// What an error line is the same as: itself without a terminal's colours, and but for its
+/// numbers unless it is a compiler's diagnostic at a place (whose places are grouped by
+/// message, each named).
+pub fn error_shape(line: &str) -> String {
+    let plain = text::without_terminal_escapes(line);
+    if Located::parse(&plain).is_some() {
+        plain.into_owned()
+    } else {
+        text::numbers_blanked(&plain)
+    }
+}
+
+/// How often an error line was seen, after it: `line (seen 3 times)`, in a reduced item and in
+/// the summary alike.
+pub const SEEN: &str = " (seen ";
+pub const TIMES: &str = " times)";
 
 /// Lines read from an output per error entry: a compiler's message at many places of one file
 /// is one entry.
@@ -57,7 +88,11 @@ pub fn error_entries(text: &str, max: usize, places_chars: usize) -> Vec<String>
     // Grouped whole, so that two messages are one only when they read the same; each entry
     // is cut afterwards.
     let lines = error_lines(text, max.saturating_mul(LINES_PER_ERROR_ENTRY));
-    let lines = lines.into_iter().map(str::to_owned);
+    let times: Vec<(String, usize)> = lines
+        .into_iter()
+        .map(|(line, n)| (text::without_terminal_escapes(line).into_owned(), n))
+        .collect();
+    let lines = times.iter().map(|(line, _)| line.clone());
     let mut entries: Vec<String> = diagnostic::grouped_in_reading_order(lines)
         .into_iter()
         .map(|entry| match entry {
@@ -65,7 +100,15 @@ pub fn error_entries(text: &str, max: usize, places_chars: usize) -> Vec<String>
                 group.message = text::bounded(&group.message, ERROR_LINE_CHARS);
                 group.render(places_chars)
             }
-            diagnostic::Entry::Line(line) => text::prefix_chars(&line, ERROR_LINE_CHARS).to_owned(),
+            diagnostic::Entry::Line(line) => {
+                let n = times.iter().find(|(l, _)| *l == line).map_or(1, |t| t.1);
+                let shown = text::prefix_chars(&line, ERROR_LINE_CHARS);
+                if n > 1 {
+                    format!("{shown}{SEEN}{n}{TIMES}")
+                } else {
+                    shown.to_owned()
+                }
+            }
         })
         .collect();
     entries.truncate(max);

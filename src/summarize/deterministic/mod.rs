@@ -80,8 +80,7 @@ const OUTCOME: &str = " → ";
 /// How the entry of a command that succeeded ends.
 const QUIET_OUTCOME: &str = " → ok";
 /// How often an error line was seen, after it: `line (seen 3 times)`.
-const SEEN: &str = " (seen ";
-const TIMES: &str = " times)";
+use crate::engine::view::{SEEN, TIMES};
 /// Files touched between an error and a later success of the same call, named as its fix.
 const FIX_FILES: usize = 3;
 

@@ -10,24 +10,27 @@ use crate::engine::view;
 impl Digest {
     /// Keeps one entry per error line, where it was last seen, with how many times it was: a
     /// test that fails run after run is one line, not one per run, and the room goes to
-    /// distinct errors. A compiler's message in one file is one entry naming its places, the
+    /// distinct errors. Lines that differ only in their numbers (a process id, a time) are one
+    /// ([`view::error_shape`]), told as the newest. A compiler's message in one file is one entry naming its places, the
     /// places of every run it was seen in ([`grouped_entries`]).
     pub(in crate::summarize::deterministic) fn dedupe_errors(&mut self) {
         let errors = grouped_entries(std::mem::take(self.get_mut(Section::Errors)));
+        // Lines that differ only in their numbers or a terminal's colours are one error.
         let mut times: HashMap<String, usize> = HashMap::new();
-        let lines: Vec<String> = errors
+        let lines: Vec<(String, String)> = errors
             .into_iter()
             .map(|entry| {
                 let (line, n) = split_times(entry);
-                *times.entry(line.clone()).or_default() += n;
-                line
+                let shape = view::error_shape(&line);
+                *times.entry(shape.clone()).or_default() += n;
+                (line, shape)
             })
             .collect();
         let mut newest_first: Vec<String> = lines
             .into_iter()
             .rev()
-            .filter_map(|line| {
-                let n = times.remove(&line)?;
+            .filter_map(|(line, shape)| {
+                let n = times.remove(&shape)?;
                 Some(if n > 1 {
                     format!("{line}{SEEN}{n}{TIMES}")
                 } else {
@@ -46,6 +49,15 @@ impl Digest {
 /// else the first line. Build tools print progress first
 /// ("Compiling billing v0.3.1"), which says nothing of the failure.
 pub(in crate::summarize::deterministic) fn error_line(text: &str, max_chars: usize) -> String {
+    // A terminal's colours say nothing to a model.
+    headline(
+        &crate::domain::text::without_terminal_escapes(text),
+        max_chars,
+    )
+}
+
+/// [`error_line`] of an output without a terminal's escapes.
+fn headline(text: &str, max_chars: usize) -> String {
     let lines = || crate::domain::text::output_lines(text);
     if text.contains("Traceback (most recent call last):") {
         if let Some(last) = lines().next_back() {

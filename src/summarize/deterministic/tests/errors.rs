@@ -170,6 +170,38 @@ fn an_error_seen_run_after_run_is_listed_once_with_how_often() {
 }
 
 #[test]
+fn an_error_printed_with_other_numbers_or_colours_is_listed_once_as_the_newest() {
+    let mut events = vec![user(1, "run the e2e suite")];
+    for (i, pid) in [2174, 8425, 47944].into_iter().enumerate() {
+        let seq = 2 + 2 * i as i64;
+        let id = format!("e{seq}");
+        events.push(call(seq, &id, "bash", json!({"command": "pnpm test:e2e"})));
+        events.push(result(
+            seq + 1,
+            &id,
+            &format!(
+                "[Worker {i}] API ERROR: (node:{pid}) Warning: The 'NO_COLOR' env is ignored\n\
+                 \x1b[2K[Worker {i}] API ERROR: (node:{pid}) Warning: The 'NO_COLOR' env is ignored\n\
+                 Error: \x1b[2mexpect(\x1b[22m\x1b[31mreceived\x1b[39m).toBe(expected)"
+            ),
+            false,
+        ));
+    }
+    let out = run(&Summary::default(), &events, 4_000);
+    let text = &out.summary.text;
+    assert!(
+        text.contains("- [Worker 2] API ERROR: (node:47944) Warning: The 'NO_COLOR' env is ignored (seen 6 times)"),
+        "{text}"
+    );
+    assert_eq!(text.matches("API ERROR").count(), 1, "{text}");
+    assert!(!text.contains('\u{1b}'), "{text}");
+    assert!(
+        text.contains("- Error: expect(received).toBe(expected) (seen 3 times)"),
+        "{text}"
+    );
+}
+
+#[test]
 fn a_repeated_failure_leaves_room_for_distinct_errors_in_a_tight_summary() {
     let mut events = vec![
         user(1, "fix the build"),

@@ -7,6 +7,7 @@ mod calls;
 mod errors;
 mod sentences;
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use super::*;
@@ -218,20 +219,42 @@ impl Digest {
     }
 
     /// Keeps one entry per file or command, at the place it was last touched, with its last
-    /// action or outcome.
+    /// action or outcome. Commands on the same files that differ only in other numbers
+    /// (`sed -n '1,80p' a.rs`, then `sed -n '80,160p' a.rs`) are one command, told as the
+    /// newest; a command that names no file keeps its numbers (`bd show task-7`).
     pub(super) fn dedupe_touched(&mut self) {
         let touched = std::mem::take(self.get_mut(Section::Touched));
         let mut seen = HashSet::new();
         let key = |entry: &str| -> String {
-            let marker = if entry.starts_with("$ ") {
-                OUTCOME
+            if entry.starts_with("$ ") {
+                let command = entry.rsplit_once(OUTCOME).map_or(entry, |(k, _)| k);
+                let names_file = |word: &str| word.contains(['/', '.']);
+                if !command.split(' ').any(names_file) {
+                    return command.to_owned();
+                }
+                let words = command.split(' ').map(|word| {
+                    if names_file(word) {
+                        Cow::Borrowed(word)
+                    } else {
+                        // Each run of digits as one `#`.
+                        let mut blanked = String::with_capacity(word.len());
+                        for (i, c) in word.char_indices() {
+                            if !c.is_ascii_digit() {
+                                blanked.push(c);
+                            } else if !word[..i].ends_with(|c: char| c.is_ascii_digit()) {
+                                blanked.push('#');
+                            }
+                        }
+                        Cow::Owned(blanked)
+                    }
+                });
+                words.collect::<Vec<_>>().join(" ")
             } else {
-                LAST_ACTION
-            };
-            entry
-                .rsplit_once(marker)
-                .map_or(entry, |(k, _)| k)
-                .to_owned()
+                entry
+                    .rsplit_once(LAST_ACTION)
+                    .map_or(entry, |(k, _)| k)
+                    .to_owned()
+            }
         };
         let mut newest_first: Vec<String> = touched
             .into_iter()

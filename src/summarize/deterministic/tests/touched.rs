@@ -381,3 +381,55 @@ fn a_here_documents_text_is_left_out_of_its_commands_entry() {
         assert!(lists_file(text, file, "shell"), "{file}: {text}");
     }
 }
+
+/// An agent reads a long file a range at a time: the summary lists the file's reads as one
+/// command, the newest, and keeps room for other entries; reads of two files stay two, and a
+/// number in a file's name is part of the file.
+#[test]
+fn reads_of_one_file_at_other_lines_are_one_command() {
+    let calling = |seq, id: &str, command: &str| {
+        let mut m = message(Role::Assistant, "");
+        m.tool_calls = vec![ToolCall {
+            id: id.into(),
+            name: "shell".into(),
+            arguments: json!({ "command": command }),
+            kind: Default::default(),
+        }];
+        event(seq, EventBody::Message(m))
+    };
+    let commands = [
+        "sed -n '1,200p' src/db/hybrid.rs",
+        "sed -n '200,400p' src/db/hybrid.rs",
+        "sed -n '400,520p' src/db/hybrid.rs",
+        "sed -n '1,200p' src/db/schema.rs",
+        "sed -n '1,80p' specs/001-startup/plan.md",
+        "sed -n '1,80p' specs/002-startup/plan.md",
+        "sleep 5 && curl -s localhost:8080/health",
+        "sleep 10 && curl -s localhost:8080/health",
+    ];
+    let mut events = vec![user(1, "find where created_at is written")];
+    for (i, command) in commands.iter().enumerate() {
+        let seq = 2 + 2 * i as i64;
+        let id = format!("c{seq}");
+        events.push(calling(seq, &id, command));
+        events.push(result(seq + 1, &id, "fn write() {}", false));
+    }
+    let out = run(&Summary::default(), &events, 8_000);
+    let text = &out.summary.text;
+    for expected in [
+        "- $ sed -n '400,520p' src/db/hybrid.rs → ok\n",
+        "- $ sed -n '1,200p' src/db/schema.rs → ok\n",
+        "- $ sed -n '1,80p' specs/001-startup/plan.md → ok\n",
+        "- $ sed -n '1,80p' specs/002-startup/plan.md → ok\n",
+        "- $ sleep 10 && curl -s localhost:8080/health → ok\n",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    let touched = text
+        .split("## Files and commands touched\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap();
+    assert_eq!(touched.lines().count(), 5, "{text}");
+    assert!(!touched.contains("sleep 5 "), "{text}");
+}

@@ -135,8 +135,19 @@ pub fn without_terminal_escapes(text: &str) -> std::borrow::Cow<'_, str> {
 /// log that prints one warning per process or one failure per retry says one thing many times.
 pub fn numbers_blanked(line: &str) -> String {
     let is_word = |c: Option<char>| c.is_some_and(|c| c.is_alphabetic() || c == '_');
-    let mut out = String::with_capacity(line.len());
-    let mut rest = line;
+    blanked(line, |before, after| is_word(before) || is_word(after))
+}
+
+/// `word` with each run of digits written as `#`, wherever it is (`'1,200p'` is `'#,#p'`).
+pub fn digit_runs_blanked(word: &str) -> String {
+    blanked(word, |_, _| false)
+}
+
+/// `text` with each run of digits written as `#`, unless `kept` says otherwise of the
+/// characters before and after it.
+fn blanked(text: &str, kept: impl Fn(Option<char>, Option<char>) -> bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
     let mut before: Option<char> = None;
     while let Some(c) = rest.chars().next() {
         if !c.is_ascii_digit() {
@@ -149,7 +160,7 @@ pub fn numbers_blanked(line: &str) -> String {
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(rest.len());
         let (number, after) = rest.split_at(digits);
-        if is_word(before) || is_word(after.chars().next()) {
+        if kept(before, after.chars().next()) {
             out.push_str(number);
         } else {
             out.push('#');
@@ -220,6 +231,7 @@ mod tests {
             numbers_blanked("error[E0308]: in src/m3.rs at v2 (line 221, 0312/181706.5)"),
             "error[E0308]: in src/m3.rs at v2 (line #, #/#.#)"
         );
+        assert_eq!(digit_runs_blanked("'1,200p'"), "'#,#p'");
     }
 
     #[test]

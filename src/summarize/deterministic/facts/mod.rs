@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet};
 use super::*;
 use crate::domain::compaction::{is_unknown, Anchors, NOT_AVAILABLE};
 use crate::domain::event::{is_markup_only, Event, EventBody, Role};
+use crate::domain::text::digit_runs_blanked;
 pub(super) use calls::file_paths;
 use calls::{unshown_paths, CallFacts};
 use errors::error_entries;
@@ -236,16 +237,7 @@ impl Digest {
                     if names_file(word) {
                         Cow::Borrowed(word)
                     } else {
-                        // Each run of digits as one `#`.
-                        let mut blanked = String::with_capacity(word.len());
-                        for (i, c) in word.char_indices() {
-                            if !c.is_ascii_digit() {
-                                blanked.push(c);
-                            } else if !word[..i].ends_with(|c: char| c.is_ascii_digit()) {
-                                blanked.push('#');
-                            }
-                        }
-                        Cow::Owned(blanked)
+                        Cow::Owned(digit_runs_blanked(word))
                     }
                 });
                 words.collect::<Vec<_>>().join(" ")

@@ -247,13 +247,16 @@ fn cut(text: &str) -> String {
 
 /// Words that look like file paths: a `/` and an extension. A word is read as the path it
 /// names: without the markup around it (`**src/a.rs**`, `<created>src/a.rs`), the question
-/// that ends it (`~/.ssh?`) or the place after it (`src/a.rs:58:13`, `tests/t.py::test_x`).
+/// that ends it (`~/.ssh?`) or the place after it (`src/a.rs:58:13`, `tests/t.py::test_x`), and
+/// without a leading `./`.
 /// A glob (`src/**/*.rs`, `include/*.{c,h}`) is a search, not a file, and no fact.
 fn paths(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| {
         c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | '(' | ')' | '<' | '>')
     })
     .map(named_path)
+    // `./lib/a.ex` is the file `lib/a.ex`: one fact, kept where either is named.
+    .map(|w| w.trim_start_matches("./"))
     .filter(|w| !w.contains('*'))
     .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
     .filter(|w| w.rsplit('/').next().is_some_and(|name| name.contains('.')))
@@ -451,7 +454,7 @@ mod tests {
         let mut facts = Facts::default();
         let text = "Changed **lib/a.ex** and <created>lib/b.ts</created>; see lib/c.ex:58:13, \
                     tests/t.py::test_x, ~/.ssh/id.pub? and **/*.json; **lib/d.ex**: and \
-                    ../shared/e.rs.";
+                    ../shared/e.rs. Then ./lib/a.ex and ./lib/f.ex.";
         facts.learn(&json!({"role": "user", "content": text}));
         assert_eq!(
             facts.paths.iter().collect::<Vec<_>>(),
@@ -461,13 +464,15 @@ mod tests {
                 "lib/b.ts",
                 "lib/c.ex",
                 "lib/d.ex",
+                "lib/f.ex",
                 "tests/t.py",
                 "~/.ssh/id.pub"
             ]
         );
-        // The summary's plain `lib/a.ex` keeps the fact the emphasised word named.
-        // `**/*.json` is a glob: no file, no fact.
-        assert_eq!(facts.kept_in("- lib/a.ex (last: Edit)").paths, (1, 7));
+        // The summary's plain `lib/a.ex` keeps the fact the emphasised word named, and
+        // `./lib/a.ex` is the same file. `**/*.json` is a glob: no file, no fact.
+        assert_eq!(facts.kept_in("- lib/a.ex (last: Edit)").paths, (1, 8));
+        assert_eq!(facts.kept_in("- ./lib/f.ex (last: Edit)").paths, (1, 8));
     }
 
     #[test]

@@ -503,20 +503,27 @@ mod tests {
         #[test]
         fn error_lines_are_every_line_that_reads_as_an_error(
             lines in proptest::collection::vec(
-                "(  )?(ok|error|Error|ERROR|FAILED|panicked at|exception|Exception|EXCEPTION)(:|\\[E1\\])? [a-z]{1,12}",
+                "(  )?(ok|error|Error|ERROR|FAILED|panicked at|exception|Exception|EXCEPTION)(:|\\[E1\\])? [a-z]{1,12}( \\(pid [0-9]{1,3}\\))?",
                 0..30,
             ),
         ) {
             let text = lines.join("\n");
             let mut expected: Vec<&str> = Vec::new();
             let mut shapes = Vec::new();
+            let mut printed = 0;
             for line in text.lines().map(str::trim) {
-                if reads_as_error(line) && !shapes.contains(&error_shape(line)) {
-                    expected.push(line);
-                    shapes.push(error_shape(line));
+                if reads_as_error(line) {
+                    printed += 1;
+                    if !shapes.contains(&error_shape(line)) {
+                        expected.push(line);
+                        shapes.push(error_shape(line));
+                    }
                 }
             }
             proptest::prop_assert_eq!(error_lines(&text, 100), expected);
+            // Every line printed is counted once, under the first line of its shape.
+            let counted: usize = super::errors::error_lines(&text, 100).iter().map(|l| l.1).sum();
+            proptest::prop_assert_eq!(counted, printed);
         }
     }
 

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::domain::diagnostic::{Group, Located};
 use crate::domain::event::{
-    is_markup_only, named_path, walk_strings, without_patch_bodies, WRITTEN_TEXT_KEYS,
+    is_markup_only, named_path, request_text, walk_strings, without_patch_bodies, WRITTEN_TEXT_KEYS,
 };
 use crate::domain::text::{numbers_blanked, output_lines, without_terminal_escapes};
 use crate::engine::view::{error_shape, reads_as_error};
@@ -89,7 +89,9 @@ impl Facts {
             Some("user") => {
                 // What a harness wrote on the user's behalf is no request or constraint.
                 if !is_markup_only(text) {
-                    if let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) {
+                    // The user's own words, not an IDE's context before them.
+                    let request = request_text(text);
+                    if let Some(first) = request.lines().map(str::trim).find(|l| !l.is_empty()) {
                         self.requests.insert(cut(first));
                     }
                     let stated = text.lines().map(str::trim).filter(|l| is_constraint(l));

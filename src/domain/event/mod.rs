@@ -155,6 +155,26 @@ pub fn without_patch_bodies(text: &str) -> Cow<'_, str> {
     Cow::Owned(kept.join("\n"))
 }
 
+/// The heading the Codex IDE extension writes before the user's own words, after the editor's
+/// context (`# Context from my IDE setup:`, the active file, the open tabs).
+const IDE_REQUEST_HEADING: &str = "## My request for Codex:";
+
+/// The part of a user message's text that is the user's own request: what follows the heading
+/// an IDE extension writes before it ([`IDE_REQUEST_HEADING`]), else the whole text.
+pub fn request_text(text: &str) -> &str {
+    match text.find(IDE_REQUEST_HEADING) {
+        Some(at) if text[..at].is_empty() || text[..at].ends_with('\n') => {
+            let after = &text[at + IDE_REQUEST_HEADING.len()..];
+            if after.trim().is_empty() {
+                text
+            } else {
+                after.trim_start()
+            }
+        }
+        _ => text,
+    }
+}
+
 /// Whether a user message's text is markup only: it opens with a tag and ends by closing one,
 /// as an agent's harness writes on the user's behalf (a slash command's name and its output, a
 /// caveat about them, a file opened in the editor: `<command-name>/exit</command-name>`).

@@ -332,3 +332,16 @@ proptest::proptest! {
         proptest::prop_assert_eq!(without_patch_bodies(&text).into_owned(), expected.join("\n"));
     }
 }
+
+#[test]
+fn a_request_is_the_words_after_an_ides_heading_or_the_whole_text() {
+    let ide = "# Context from my IDE setup:\n\n## Open tabs:\n- a.ts\n\n## My request for Codex:\nfix it\n";
+    assert_eq!(request_text(ide), "fix it\n");
+    assert_eq!(request_text("\n## My request for Codex:\nfix it"), "fix it");
+    // Named inside a line, or with nothing after it, the heading is the user's own text.
+    let quoted = "what does `## My request for Codex:` mean?";
+    assert_eq!(request_text(quoted), quoted);
+    let bare = "## My request for Codex:\n  ";
+    assert_eq!(request_text(bare), bare);
+    assert_eq!(request_text("fix it"), "fix it");
+}

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::*;
 use crate::domain::compaction::{is_unknown, Anchors, NOT_AVAILABLE};
-use crate::domain::event::{is_markup_only, Event, EventBody, Role};
+use crate::domain::event::{is_markup_only, request_text, Event, EventBody, Role};
 use crate::domain::text::digit_runs_blanked;
 pub(super) use calls::file_paths;
 use calls::{unshown_paths, CallFacts};
@@ -56,7 +56,9 @@ impl Digest {
                                     self.push(Section::Constraints, line);
                                 }
                             }
-                            self.add_request(event.seq, text, may_set_first_request)
+                            // The user's own words, not the editor's context before them.
+                            let request = request_text(text);
+                            self.add_request(event.seq, request, may_set_first_request)
                         };
                         // The files a long request names past what its entry shows.
                         for path in unshown_paths(text, &shown) {

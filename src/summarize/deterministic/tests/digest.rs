@@ -365,3 +365,46 @@ fn markup_a_harness_writes_for_the_user_is_no_request_or_constraint() {
         .starts_with("Fix the parser"));
     assert!(!out.summary.anchors.user_intent.contains("exit"));
 }
+
+/// The Codex IDE extension writes the editor's context before the user's words, under a
+/// heading: the summary lists the request as the user's words, and the facts measure reads
+/// the same request.
+#[test]
+fn a_request_sent_from_an_ide_is_the_users_words_after_the_editors_context() {
+    let ide = |words: &str| {
+        format!(
+            "# Context from my IDE setup:\n\n## Active file: src/App.tsx\n\n## Open tabs:\n- App.tsx: src/App.tsx\n\n## My request for Codex:\n{words}\n"
+        )
+    };
+    let words = [
+        ide("Fix the hero image's LCP."),
+        ide("kill the previous process before you start another."),
+    ];
+    let events = [user(1, &words[0]), user(3, &words[1])];
+    let out = run(&Summary::default(), &events, 4_000);
+    let text = &out.summary.text;
+    assert!(
+        text.contains("> observation://1 Fix the hero image's LCP."),
+        "{text}"
+    );
+    assert!(
+        text.contains("- observation://3 kill the previous process before you start another."),
+        "{text}"
+    );
+    assert!(!text.contains("My request for Codex"), "{text}");
+    // The active file is named all the same.
+    assert!(text.contains("src/App.tsx"), "{text}");
+
+    let mut facts = crate::replay::facts::Facts::default();
+    for text in &words {
+        facts.learn(&json!({"role": "user", "content": text}));
+    }
+    assert_eq!(
+        facts.requests.iter().collect::<Vec<_>>(),
+        [
+            "Fix the hero image's LCP.",
+            "kill the previous process before you start another."
+        ]
+    );
+    assert_eq!(facts.kept_in(text).requests, (2, 2));
+}

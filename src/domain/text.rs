@@ -58,17 +58,24 @@ pub fn cut_marked(text: &mut String, max_chars: usize, marker: &str) -> bool {
 const ENCODED_LINE_CHARS: usize = 320;
 
 /// The lines of a tool's output as a reader sees them: its lines, and the lines a long line
-/// encodes with escaped line breaks (`\n`), each trimmed, the empty ones left out.
+/// encodes with escaped line breaks (`\n`, a Windows `\r\n` too), each trimmed, the empty ones
+/// left out.
 pub fn output_lines(text: &str) -> impl DoubleEndedIterator<Item = &str> {
     text.lines().flat_map(|line| {
         let encoded = line.len() > ENCODED_LINE_CHARS && line.contains("\\n");
         let parts = if encoded {
-            line.split("\\n").collect()
+            line.split("\\n").map(without_escaped_return).collect()
         } else {
             vec![line]
         };
         parts.into_iter().map(str::trim).filter(|l| !l.is_empty())
     })
+}
+
+/// A line an output encodes, without the escaped carriage return (`\r`) of a Windows line
+/// break before its escaped `\n`.
+fn without_escaped_return(line: &str) -> &str {
+    line.strip_suffix("\\r").unwrap_or(line)
 }
 
 /// Within `line` (one line of an output), the byte range around `at` that [`output_lines`]
@@ -80,6 +87,7 @@ pub fn output_line_around(line: &str, at: usize) -> std::ops::Range<usize> {
     }
     let start = line[..at].rfind("\\n").map_or(0, |i| i + 2);
     let end = line[at..].find("\\n").map_or(line.len(), |i| at + i);
+    let end = start + without_escaped_return(&line[start..end]).len();
     start..end
 }
 
@@ -98,10 +106,12 @@ pub fn without_terminal_escapes(text: &str) -> std::borrow::Cow<'_, str> {
             out.push(c);
             continue;
         }
-        match chars.next() {
+        // A sequence cut short (a truncated output) ends at the line's end: the next line stays.
+        match chars.peek().copied() {
             // A control sequence: parameters and intermediates, then one final byte.
             Some('[') => {
-                for c in chars.by_ref() {
+                chars.next();
+                while let Some(c) = chars.next_if(|&c| c != '\n') {
                     if ('\u{40}'..='\u{7e}').contains(&c) {
                         break;
                     }
@@ -109,7 +119,8 @@ pub fn without_terminal_escapes(text: &str) -> std::borrow::Cow<'_, str> {
             }
             // An operating-system command (a title, a link): up to BEL or `ESC \`.
             Some(']') => {
-                while let Some(c) = chars.next() {
+                chars.next();
+                while let Some(c) = chars.next_if(|&c| c != '\n') {
                     if c == '\u{7}' {
                         break;
                     }
@@ -119,8 +130,13 @@ pub fn without_terminal_escapes(text: &str) -> std::borrow::Cow<'_, str> {
                     }
                 }
             }
-            // A two-character sequence (`ESC(B`, `ESC=`): its second character goes too.
+            // A character set chosen (`ESC(B`): its two characters go.
             Some('(' | ')') => {
+                chars.next();
+                chars.next_if(|&c| c != '\n');
+            }
+            // Another escape (`ESC=`, `ESC7`): the printable character after it goes.
+            Some(' '..='~') => {
                 chars.next();
             }
             _ => {}
@@ -131,11 +147,30 @@ pub fn without_terminal_escapes(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// What two lines that differ only in their numbers (a process id, a time, a worker's or a
 /// run's number) have in common: `line` with each number written as `#`. A number is a run of
-/// digits that no letter or `_` touches: `E0308`, `m3.rs` and `v2` are words, not numbers. A
-/// log that prints one warning per process or one failure per retry says one thing many times.
+/// digits that no letter or `_` touches, outside a word that names a file: `E0308`, `m3.rs`,
+/// `v2` and `src/a.rs:88:5` keep theirs. A log that prints one warning per process or one
+/// failure per retry says one thing many times.
 pub fn numbers_blanked(line: &str) -> String {
     let is_word = |c: Option<char>| c.is_some_and(|c| c.is_alphabetic() || c == '_');
-    blanked(line, |before, after| is_word(before) || is_word(after))
+    // A word that names a file keeps its numbers: they are its name or its place
+    // (`src/a.rs:88:5`, `src/a.ts(12,5):`, `data/2023.csv`).
+    let names_file = |word: &str| {
+        word.contains('/')
+            && word
+                .match_indices('.')
+                .any(|(at, _)| word[at + 1..].starts_with(|c: char| c.is_ascii_alphabetic()))
+    };
+    let mut out = String::with_capacity(line.len());
+    for word in line.split_inclusive(char::is_whitespace) {
+        if names_file(word) {
+            out.push_str(word);
+        } else {
+            out.push_str(&blanked(word, |before, after| {
+                is_word(before) || is_word(after)
+            }));
+        }
+    }
+    out
 }
 
 /// `word` with each run of digits written as `#`, wherever it is (`'1,200p'` is `'#,#p'`).
@@ -181,6 +216,15 @@ mod tests {
         let wrapped = format!("{{\"output\":\"{body}error: disk full\\nmore\",\"exit\":1}}");
         let lines: Vec<&str> = output_lines(&wrapped).collect();
         assert!(lines.contains(&"error: disk full"), "{lines:?}");
+        // A Windows line break (`\r\n` written out) ends its line as `\n` does.
+        let windows = wrapped.replace("\\n", "\\r\\n");
+        let lines: Vec<&str> = output_lines(&windows).collect();
+        assert!(lines.contains(&"error: disk full"), "{lines:?}");
+        let at = windows.find("disk").unwrap();
+        assert_eq!(
+            &windows[output_line_around(&windows, at)],
+            "error: disk full"
+        );
         assert_eq!(lines[1], "line 1 ok");
         let at = wrapped.find("disk").unwrap();
         assert_eq!(
@@ -214,6 +258,14 @@ mod tests {
         ));
         // A lone escape at the end is dropped, never panics.
         assert_eq!(without_terminal_escapes("ok\u{1b}"), "ok");
+        // A sequence cut short never takes the next line with it.
+        for cut in [
+            "50%\u{1b}\nerror: x",
+            "50%\u{1b}[3\nerror: x",
+            "50%\u{1b}]8;;x\nerror: x",
+        ] {
+            assert_eq!(without_terminal_escapes(cut), "50%\nerror: x", "{cut:?}");
+        }
     }
 
     #[test]
@@ -232,6 +284,11 @@ mod tests {
             "error[E0308]: in src/m3.rs at v2 (line #, #/#.#)"
         );
         assert_eq!(digit_runs_blanked("'1,200p'"), "'#,#p'");
+        // A file's name and place are not numbers to blank.
+        assert_eq!(
+            numbers_blanked("panicked at src/invoice.rs:88:5: (pid 42) in data/2023.csv"),
+            "panicked at src/invoice.rs:88:5: (pid #) in data/2023.csv"
+        );
     }
 
     #[test]

@@ -381,6 +381,7 @@ mod tests {
             Error: \u{1b}[2mexpect(\u{1b}[22m\u{1b}[31mreceived\u{1b}[39m\u{1b}[2m).toBe\u{1b}[22m\n\
             src/a.c:12:5: error: expected ';'\n\
             src/a.c:14:5: error: expected ';'\n\
+            \u{1b}[1m\u{1b}[91merror\u{1b}[0m\u{1b}[1m: could not compile `app`\u{1b}[0m\n\
             error: 2 tests failed";
         assert_eq!(
             error_entries(output, 10, PLACES_CHARS),
@@ -389,6 +390,8 @@ mod tests {
                 "Error: expect(received).toBe",
                 // A compiler's message at two places is one entry naming both places.
                 "src/a.c: error: expected ';' (at 12:5, 14:5)",
+                // Read as it shows, without its colours.
+                "error: could not compile `app`",
                 "error: 2 tests failed",
             ]
         );

@@ -257,11 +257,11 @@ fn paths(text: &str) -> impl Iterator<Item = String> + '_ {
         c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | '(' | ')' | '<' | '>')
     })
     .map(named_path)
-    // `./lib/a.ex` is the file `lib/a.ex`: one fact, kept where either is named.
-    .map(|w| w.trim_start_matches("./"))
     .filter(|w| !w.contains('*'))
     .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
     .filter(|w| w.rsplit('/').next().is_some_and(|name| name.contains('.')))
+    // `./lib/a.ex` is the file `lib/a.ex`: one fact, kept where either is named.
+    .map(|w| w.trim_start_matches("./"))
     .map(str::to_owned)
 }
 

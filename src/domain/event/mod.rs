@@ -162,8 +162,11 @@ const IDE_REQUEST_HEADING: &str = "## My request for Codex:";
 /// The part of a user message's text that is the user's own request: what follows the heading
 /// an IDE extension writes before it ([`IDE_REQUEST_HEADING`]), else the whole text.
 pub fn request_text(text: &str) -> &str {
-    match text.find(IDE_REQUEST_HEADING) {
-        Some(at) if text[..at].is_empty() || text[..at].ends_with('\n') => {
+    let heading = text
+        .match_indices(IDE_REQUEST_HEADING)
+        .find(|(at, _)| text[..*at].is_empty() || text[..*at].ends_with('\n'));
+    match heading {
+        Some((at, _)) => {
             let after = &text[at + IDE_REQUEST_HEADING.len()..];
             if after.trim().is_empty() {
                 text
@@ -171,7 +174,7 @@ pub fn request_text(text: &str) -> &str {
                 after.trim_start()
             }
         }
-        _ => text,
+        None => text,
     }
 }
 

@@ -341,6 +341,8 @@ fn a_request_is_the_words_after_an_ides_heading_or_the_whole_text() {
     // Named inside a line, or with nothing after it, the heading is the user's own text.
     let quoted = "what does `## My request for Codex:` mean?";
     assert_eq!(request_text(quoted), quoted);
+    let both = format!("# Context:\n- tab: {quoted}\n## My request for Codex:\nfix it");
+    assert_eq!(request_text(&both), "fix it");
     let bare = "## My request for Codex:\n  ";
     assert_eq!(request_text(bare), bare);
     assert_eq!(request_text("fix it"), "fix it");

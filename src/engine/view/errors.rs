@@ -24,13 +24,21 @@ pub(super) fn error_lines(text: &str, max: usize) -> Vec<(&str, usize)> {
     // Where each needle next occurs: each is searched for again only once passed, so the text
     // is read once per needle however many lines are found.
     let mut next = ERROR_NEEDLES.each_ref().map(|n| n.find(bytes));
+    // The line the last hit was in: a long line (an output encoded in one line) is searched
+    // for its ends once, however many hits it holds.
+    let mut current = 0..0;
     while let Some(hit) = next.iter().flatten().copied().min() {
-        let start = memchr::memrchr(b'\n', &bytes[..hit]).map_or(0, |i| i + 1);
-        let end = memchr::memchr(b'\n', &bytes[hit..]).map_or(bytes.len(), |i| hit + i);
+        if !current.contains(&hit) {
+            let start = memchr::memrchr(b'\n', &bytes[..hit]).map_or(0, |i| i + 1);
+            let end = memchr::memchr(b'\n', &bytes[hit..]).map_or(bytes.len(), |i| hit + i);
+            current = start..end;
+        }
+        let start = current.start;
         // A line an output encodes in one long line (JSON's `\n`) is a line of its own.
-        let within = text::output_line_around(&text[start..end], hit - start);
+        let within = text::output_line_around(&text[current.clone()], hit - start);
         let line = text[start + within.start..start + within.end].trim();
-        if reads_as_error(line) {
+        // A line is read without a terminal's colours (`ESC[31merrorESC[0m: …`).
+        if reads_as_error(&text::without_terminal_escapes(line)) {
             let shape = error_shape(line);
             match shapes.get(&shape) {
                 Some(&i) => found[i].1 += 1,
@@ -38,7 +46,7 @@ pub(super) fn error_lines(text: &str, max: usize) -> Vec<(&str, usize)> {
                     shapes.insert(shape, found.len());
                     found.push((line, 1));
                 }
-                // Full: the lines already found are still counted, the rest is not read.
+                // Full: no new line is kept; those found are still counted.
                 None => {}
             }
         }

@@ -21,8 +21,14 @@ impl Digest {
             .into_iter()
             .map(|entry| {
                 let (line, n) = split_times(entry);
-                let shape = view::error_shape(&line);
-                *times.entry(shape.clone()).or_default() += n;
+                // A failed call's headline (`bash(command=make) → src/a.c:12:5: error: …`):
+                // the call as it reads, the line it printed by its shape.
+                let shape = match line.split_once(OUTCOME) {
+                    Some((call, said)) => format!("{call}{OUTCOME}{}", view::error_shape(said)),
+                    None => view::error_shape(&line),
+                };
+                let count = times.entry(shape.clone()).or_default();
+                *count = count.saturating_add(n);
                 (line, shape)
             })
             .collect();

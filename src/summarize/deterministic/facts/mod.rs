@@ -124,8 +124,14 @@ impl Digest {
                             open_errors.push((attempt, index, Vec::new()));
                             // The other lines that say what went wrong, as they read.
                             let more = error_entries(m.content.text(), errors.failed + 1);
-                            for other in more.into_iter().filter(|l| !line.starts_with(l.as_str()))
-                            {
+                            // The headline's own line is not listed again, however often
+                            // the output printed it.
+                            let headline = |entry: &String| {
+                                let printed =
+                                    entry.rsplit_once(SEEN).map_or(entry.as_str(), |e| e.0);
+                                line.starts_with(printed)
+                            };
+                            for other in more.into_iter().filter(|l| !headline(l)) {
                                 if self.get(Section::Errors).len() - index > errors.failed {
                                     break;
                                 }
@@ -222,24 +228,25 @@ impl Digest {
     }
 
     /// Keeps one entry per file or command, at the place it was last touched, with its last
-    /// action or outcome. Commands on the same files that differ only in other numbers
-    /// (`sed -n '1,80p' a.rs`, then `sed -n '80,160p' a.rs`) are one command, told as the
-    /// newest; a command that names no file keeps its numbers (`bd show task-7`).
+    /// action or outcome. Reads of the same files at other lines (`sed -n '1,80p' a.rs`, then
+    /// `sed -n '80,160p' a.rs`; `head -n 50`, then `head -n 200`) are one command, told as the
+    /// newest: only a word that is a count or a range of lines is read apart from its numbers
+    /// (`task-7`, `host1` and `test_2` keep theirs), and only in a command that names a file.
     pub(super) fn dedupe_touched(&mut self) {
         let touched = std::mem::take(self.get_mut(Section::Touched));
         let mut seen = HashSet::new();
         let key = |entry: &str| -> String {
             if entry.starts_with("$ ") {
                 let command = entry.rsplit_once(OUTCOME).map_or(entry, |(k, _)| k);
-                let names_file = |word: &str| word.contains(['/', '.']);
+                let names_file = |word: &str| word.contains('/') && word != "/dev/null";
                 if !command.split(' ').any(names_file) {
                     return command.to_owned();
                 }
                 let words = command.split(' ').map(|word| {
-                    if names_file(word) {
-                        Cow::Borrowed(word)
-                    } else {
+                    if is_line_count_or_range(word) {
                         Cow::Owned(digit_runs_blanked(word))
+                    } else {
+                        Cow::Borrowed(word)
                     }
                 });
                 words.collect::<Vec<_>>().join(" ")
@@ -303,4 +310,16 @@ impl Digest {
             next_step: anchor(latest.plan.as_deref()),
         }
     }
+}
+
+/// Whether a command's word is a count or a range of lines, as `head`, `tail` and `sed` take
+/// them (`50`, `-200`, `+3`, `'1,200p'`, `"80,$p"`, `10:20`).
+fn is_line_count_or_range(word: &str) -> bool {
+    let word = word.trim_matches(['\'', '"']);
+    let word = word.strip_suffix('p').unwrap_or(word);
+    let word = word.trim_start_matches(['-', '+']);
+    word.chars().any(|c| c.is_ascii_digit())
+        && word
+            .chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, ',' | ':' | '$'))
 }

@@ -201,6 +201,34 @@ fn an_error_printed_with_other_numbers_or_colours_is_listed_once_as_the_newest()
     );
 }
 
+/// A failed run's headline is not listed again as one of its other error lines, however often
+/// the run printed it; and two failed runs at two places of a file are two errors.
+#[test]
+fn a_failed_runs_headline_is_listed_once_and_its_place_kept() {
+    let events = vec![
+        user(1, "fix the build"),
+        call(2, "m1", "bash", json!({"command": "make"})),
+        result(3, "m1", "error: x\nerror: x\nerror: y", true),
+        call(4, "m2", "bash", json!({"command": "make"})),
+        result(5, "m2", "src/a.c:12:5: error: expected ';'", true),
+        call(6, "m3", "bash", json!({"command": "make"})),
+        result(7, "m3", "src/a.c:40:1: error: expected ';'", true),
+    ];
+    let out = run(&Summary::default(), &events, 4_000);
+    let text = &out.summary.text;
+    assert!(text.contains("bash(command=make) → error: x\n"), "{text}");
+    assert!(!text.contains("- error: x"), "{text}");
+    assert!(text.contains("- error: y"), "{text}");
+    assert!(
+        text.contains("→ src/a.c:12:5: error: expected ';'"),
+        "{text}"
+    );
+    assert!(
+        text.contains("→ src/a.c:40:1: error: expected ';'"),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_repeated_failure_leaves_room_for_distinct_errors_in_a_tight_summary() {
     let mut events = vec![

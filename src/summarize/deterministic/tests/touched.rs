@@ -383,8 +383,8 @@ fn a_here_documents_text_is_left_out_of_its_commands_entry() {
 }
 
 /// An agent reads a long file a range at a time: the summary lists the file's reads as one
-/// command, the newest, and keeps room for other entries; reads of two files stay two, and a
-/// number in a file's name is part of the file.
+/// command, the newest, and keeps room for other entries; reads of two files stay two, a
+/// number in a file's name is part of the file, and so is a number in a task's or a host's.
 #[test]
 fn reads_of_one_file_at_other_lines_are_one_command() {
     let calling = |seq, id: &str, command: &str| {
@@ -404,8 +404,12 @@ fn reads_of_one_file_at_other_lines_are_one_command() {
         "sed -n '1,200p' src/db/schema.rs",
         "sed -n '1,80p' specs/001-startup/plan.md",
         "sed -n '1,80p' specs/002-startup/plan.md",
-        "sleep 5 && curl -s localhost:8080/health",
-        "sleep 10 && curl -s localhost:8080/health",
+        "head -n 50 src/db/pool.rs",
+        "head -n 200 src/db/pool.rs",
+        "cd /repo && bd show task-7",
+        "cd /repo && bd show task-8",
+        "ssh host1 cat /etc/hosts",
+        "ssh host2 cat /etc/hosts",
     ];
     let mut events = vec![user(1, "find where created_at is written")];
     for (i, command) in commands.iter().enumerate() {
@@ -421,7 +425,11 @@ fn reads_of_one_file_at_other_lines_are_one_command() {
         "- $ sed -n '1,200p' src/db/schema.rs → ok\n",
         "- $ sed -n '1,80p' specs/001-startup/plan.md → ok\n",
         "- $ sed -n '1,80p' specs/002-startup/plan.md → ok\n",
-        "- $ sleep 10 && curl -s localhost:8080/health → ok\n",
+        "- $ head -n 200 src/db/pool.rs → ok\n",
+        "- $ cd /repo && bd show task-7 → ok\n",
+        "- $ cd /repo && bd show task-8 → ok\n",
+        "- $ ssh host1 cat /etc/hosts → ok\n",
+        "- $ ssh host2 cat /etc/hosts → ok\n",
     ] {
         assert!(text.contains(expected), "missing {expected:?} in\n{text}");
     }
@@ -430,6 +438,6 @@ fn reads_of_one_file_at_other_lines_are_one_command() {
         .nth(1)
         .and_then(|rest| rest.split("\n## ").next())
         .unwrap();
-    assert_eq!(touched.lines().count(), 5, "{text}");
-    assert!(!touched.contains("sleep 5 "), "{text}");
+    assert_eq!(touched.lines().count(), 9, "{text}");
+    assert!(!touched.contains("head -n 50 "), "{text}");
 }

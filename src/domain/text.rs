@@ -154,11 +154,15 @@ pub fn numbers_blanked(line: &str) -> String {
     let is_word = |c: Option<char>| c.is_some_and(|c| c.is_alphabetic() || c == '_');
     // A word that names a file keeps its numbers: they are its name or its place
     // (`src/a.rs:88:5`, `src/a.ts(12,5):`, `data/2023.csv`).
+    // It opens as a path does, so a log line's bracketed prefix (`[89686:0711/002023.38:ERROR:
+    // src/io.cc:145]`, a process id and a time) is no file's name.
     let names_file = |word: &str| {
-        word.contains('/')
-            && word
+        let path = word.trim_start_matches(['(', '"', '\'', '`', '<']);
+        path.starts_with(|c: char| c.is_ascii_alphabetic() || matches!(c, '.' | '/' | '~'))
+            && path.contains('/')
+            && path
                 .match_indices('.')
-                .any(|(at, _)| word[at + 1..].starts_with(|c: char| c.is_ascii_alphabetic()))
+                .any(|(at, _)| path[at + 1..].starts_with(|c: char| c.is_ascii_alphabetic()))
     };
     let mut out = String::with_capacity(line.len());
     for word in line.split_inclusive(char::is_whitespace) {
@@ -288,6 +292,10 @@ mod tests {
         assert_eq!(
             numbers_blanked("panicked at src/invoice.rs:88:5: (pid 42) in data/2023.csv"),
             "panicked at src/invoice.rs:88:5: (pid #) in data/2023.csv"
+        );
+        assert_eq!(
+            numbers_blanked("[89686:644439:0711/002023.387744:ERROR:third_party/io.cc:145] open"),
+            "[#:#:#/#.#:ERROR:third_party/io.cc:#] open"
         );
     }
 

@@ -38,8 +38,9 @@ pub(super) fn error_lines(text: &str, max: usize) -> Vec<(&str, usize)> {
         let within = text::output_line_around(&text[current.clone()], hit - start);
         let line = text[start + within.start..start + within.end].trim();
         // A line is read without a terminal's colours (`ESC[31merrorESC[0m: …`).
-        if reads_as_error(&text::without_terminal_escapes(line)) {
-            let shape = error_shape(line);
+        let plain = text::without_terminal_escapes(line);
+        if reads_as_error(&plain) {
+            let shape = shape_of_plain(plain);
             match shapes.get(&shape) {
                 Some(&i) => found[i].1 += 1,
                 None if found.len() < max => {
@@ -64,7 +65,11 @@ pub(super) fn error_lines(text: &str, max: usize) -> Vec<(&str, usize)> {
 /// numbers unless it is a compiler's diagnostic at a place (whose places are grouped by
 /// message, each named).
 pub fn error_shape(line: &str) -> String {
-    let plain = text::without_terminal_escapes(line);
+    shape_of_plain(text::without_terminal_escapes(line))
+}
+
+/// [`error_shape`] of a line without a terminal's escapes.
+fn shape_of_plain(plain: std::borrow::Cow<'_, str>) -> String {
     if Located::parse(&plain).is_some() {
         plain.into_owned()
     } else {

@@ -16,7 +16,7 @@ mod tests;
 use super::{SummaryOutput, SummaryRequest};
 use crate::domain::compaction::{FallbackReason, SummarizerInfo, Summary};
 use crate::domain::text::bounded;
-use crate::engine::view::{self, PLACES_CHARS};
+use crate::engine::view::{self, PLACES_CHARS, SEEN, TIMES};
 use format::read_back;
 
 /// The first user request, kept verbatim up to this many characters.
@@ -79,8 +79,6 @@ const LAST_ACTION: &str = " (last: ";
 const OUTCOME: &str = " → ";
 /// How the entry of a command that succeeded ends.
 const QUIET_OUTCOME: &str = " → ok";
-/// How often an error line was seen, after it: `line (seen 3 times)`.
-use crate::engine::view::{SEEN, TIMES};
 /// Files touched between an error and a later success of the same call, named as its fix.
 const FIX_FILES: usize = 3;
 

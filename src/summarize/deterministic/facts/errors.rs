@@ -11,8 +11,8 @@ impl Digest {
     /// Keeps one entry per error line, where it was last seen, with how many times it was: a
     /// test that fails run after run is one line, not one per run, and the room goes to
     /// distinct errors. Lines that differ only in their numbers (a process id, a time) are one
-    /// ([`view::error_shape`]), told as the newest. A compiler's message in one file is one entry naming its places, the
-    /// places of every run it was seen in ([`grouped_entries`]).
+    /// ([`view::error_shape`]), told as the newest. A compiler's message in one file is one
+    /// entry naming its places, the places of every run it was seen in ([`grouped_entries`]).
     pub(in crate::summarize::deterministic) fn dedupe_errors(&mut self) {
         let errors = grouped_entries(std::mem::take(self.get_mut(Section::Errors)));
         // Lines that differ only in their numbers or a terminal's colours are one error.
@@ -121,11 +121,7 @@ fn grouped_entries(entries: Vec<String>) -> Vec<String> {
 
 /// How many times an error entry says its line was seen, and the line without it.
 fn split_times(entry: String) -> (String, usize) {
-    let counted = entry
-        .strip_suffix(TIMES)
-        .and_then(|rest| rest.rsplit_once(SEEN))
-        .and_then(|(line, n)| Some((line.len(), n.parse::<usize>().ok()?)));
-    match counted {
+    match counted(&entry) {
         Some((len, n)) if n > 1 => {
             let mut line = entry;
             line.truncate(len);
@@ -133,4 +129,18 @@ fn split_times(entry: String) -> (String, usize) {
         }
         _ => (entry, 1),
     }
+}
+
+/// The length of an error entry's line before how many times it says it was seen, and that
+/// number, when it says so.
+fn counted(entry: &str) -> Option<(usize, usize)> {
+    entry
+        .strip_suffix(TIMES)
+        .and_then(|rest| rest.rsplit_once(SEEN))
+        .and_then(|(line, n)| Some((line.len(), n.parse::<usize>().ok()?)))
+}
+
+/// An error entry's line without how many times it says it was seen.
+pub(super) fn printed_line(entry: &str) -> &str {
+    counted(entry).map_or(entry, |(len, _)| &entry[..len])
 }

@@ -16,8 +16,8 @@ use crate::domain::event::{is_markup_only, request_text, Event, EventBody, Role}
 use crate::domain::text::digit_runs_blanked;
 pub(super) use calls::file_paths;
 use calls::{unshown_paths, CallFacts};
-use errors::error_entries;
 pub(super) use errors::error_line;
+use errors::{error_entries, printed_line};
 use sentences::constraint_lines;
 pub(super) use sentences::finding_sentences;
 
@@ -126,11 +126,7 @@ impl Digest {
                             let more = error_entries(m.content.text(), errors.failed + 1);
                             // The headline's own line is not listed again, however often
                             // the output printed it.
-                            let headline = |entry: &String| {
-                                let printed =
-                                    entry.rsplit_once(SEEN).map_or(entry.as_str(), |e| e.0);
-                                line.starts_with(printed)
-                            };
+                            let headline = |entry: &String| line.starts_with(printed_line(entry));
                             for other in more.into_iter().filter(|l| !headline(l)) {
                                 if self.get(Section::Errors).len() - index > errors.failed {
                                     break;

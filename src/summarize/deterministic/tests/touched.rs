@@ -387,16 +387,6 @@ fn a_here_documents_text_is_left_out_of_its_commands_entry() {
 /// number in a file's name is part of the file, and so is a number in a task's or a host's.
 #[test]
 fn reads_of_one_file_at_other_lines_are_one_command() {
-    let calling = |seq, id: &str, command: &str| {
-        let mut m = message(Role::Assistant, "");
-        m.tool_calls = vec![ToolCall {
-            id: id.into(),
-            name: "shell".into(),
-            arguments: json!({ "command": command }),
-            kind: Default::default(),
-        }];
-        event(seq, EventBody::Message(m))
-    };
     let commands = [
         "sed -n '1,200p' src/db/hybrid.rs",
         "sed -n '200,400p' src/db/hybrid.rs",
@@ -415,7 +405,7 @@ fn reads_of_one_file_at_other_lines_are_one_command() {
     for (i, command) in commands.iter().enumerate() {
         let seq = 2 + 2 * i as i64;
         let id = format!("c{seq}");
-        events.push(calling(seq, &id, command));
+        events.push(call(seq, &id, "shell", json!({ "command": command })));
         events.push(result(seq + 1, &id, "fn write() {}", false));
     }
     let out = run(&Summary::default(), &events, 8_000);

@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use crate::domain::diagnostic::{Group, Located};
 use crate::domain::event::{
-    is_markup_only, named_path, request_text, walk_strings, without_patch_bodies, WRITTEN_TEXT_KEYS,
+    instructions_title, is_request, named_path, request_text, walk_strings, without_patch_bodies,
+    WRITTEN_TEXT_KEYS,
 };
 use crate::domain::text::{numbers_blanked, output_lines, without_terminal_escapes};
 use crate::engine::view::{error_shape, reads_as_error};
@@ -28,6 +29,9 @@ pub struct Facts {
     pub planted: BTreeSet<String>,
     /// The shapes of the error facts, to learn each error once.
     error_shapes: HashSet<String>,
+    /// The session's working directory, as its harness last stated it (see [`stated_cwd`]):
+    /// a file named by its absolute path under it is the file named by its relative one.
+    cwd: Option<String>,
 }
 
 /// How many facts of each kind a view holds, of how many.
@@ -87,21 +91,31 @@ impl Facts {
         let text = message["content"].as_str().unwrap_or_default();
         match message["role"].as_str() {
             Some("user") => {
-                // What a harness wrote on the user's behalf is no request or constraint.
-                if !is_markup_only(text) {
+                if let Some(cwd) = stated_cwd(text) {
+                    self.cwd = Some(cwd.to_owned());
+                }
+                // What a harness wrote on the user's behalf is no request or constraint, but
+                // for a project's instructions it sent: they state constraints.
+                if is_request(text) {
                     // The user's own words, not an IDE's context before them.
                     let request = request_text(text);
                     if let Some(first) = request.lines().map(str::trim).find(|l| !l.is_empty()) {
                         self.requests.insert(cut(first));
                     }
+                }
+                if is_request(text) || instructions_title(text).is_some() {
                     let stated = text.lines().map(str::trim).filter(|l| is_constraint(l));
                     self.constraints.extend(stated.map(cut));
                 }
-                self.paths.extend(paths(text));
+                // The files a project's instructions list (a catalogue of skills) are none the
+                // agent acted on, unless it does later.
+                if instructions_title(text).is_none() {
+                    self.add_paths(paths(text));
+                }
             }
             Some("assistant") => {
                 for text in acted_on_strings(message) {
-                    self.paths.extend(paths(&text));
+                    self.add_paths(paths(&text));
                 }
             }
             Some("tool") => {
@@ -117,6 +131,18 @@ impl Facts {
             }
             _ => {}
         }
+    }
+
+    /// Learns `found` as path facts, those under the working directory by their relative path:
+    /// one fact, kept where either is named.
+    fn add_paths(&mut self, found: impl Iterator<Item = String>) {
+        let cwd = self.cwd.as_deref().map(|cwd| cwd.trim_end_matches('/'));
+        self.paths.extend(found.map(|path| {
+            let relative = cwd
+                .and_then(|cwd| path.strip_prefix(cwd)?.strip_prefix('/'))
+                .filter(|rest| !rest.is_empty());
+            relative.map_or(path.clone(), str::to_owned)
+        }));
     }
 
     /// How many of these facts `view_text` holds.
@@ -265,6 +291,14 @@ fn paths(text: &str) -> impl Iterator<Item = String> + '_ {
     .map(str::to_owned)
 }
 
+/// The working directory a harness states in the environment's context it sends as the user
+/// (Codex: `<environment_context>` with `<cwd>/home/me/app</cwd>`).
+fn stated_cwd(text: &str) -> Option<&str> {
+    let (_, rest) = text.split_once("<cwd>")?;
+    let (cwd, _) = rest.split_once("</cwd>")?;
+    Some(cwd.trim()).filter(|cwd| cwd.starts_with('/'))
+}
+
 /// A line of the user's that states a constraint.
 fn is_constraint(line: &str) -> bool {
     let lower = format!(" {} ", line.to_lowercase());
@@ -337,6 +371,25 @@ mod tests {
         json!({"role": "assistant", "content": null, "tool_calls": [
             {"id": "c", "type": "function",
              "function": {"name": name, "arguments": arguments.to_string()}}]})
+    }
+
+    #[test]
+    fn a_file_named_under_the_working_directory_and_by_its_relative_path_is_one_fact() {
+        let mut facts = Facts::default();
+        facts.learn(&call("read", &json!({"path": "/home/me/app/src/a.rs"})));
+        let context = "<environment_context>\n  <cwd>/home/me/app</cwd>\n</environment_context>";
+        facts.learn(&json!({"role": "user", "content": context}));
+        facts.learn(&call("read", &json!({"path": "/home/me/app/src/b.rs"})));
+        facts.learn(&call("read", &json!({"path": "src/b.rs"})));
+        facts.learn(&call("read", &json!({"path": "/etc/hosts.conf"})));
+        // Named before the directory was stated, a file keeps its absolute path.
+        assert_eq!(
+            facts.paths.iter().collect::<Vec<_>>(),
+            ["/etc/hosts.conf", "/home/me/app/src/a.rs", "src/b.rs"]
+        );
+        // Kept where the view names it either way.
+        assert_eq!(facts.kept_in("read /home/me/app/src/b.rs").paths, (1, 3));
+        assert_eq!(facts.kept_in("read src/b.rs").paths, (1, 3));
     }
 
     #[test]

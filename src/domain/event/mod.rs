@@ -178,6 +178,32 @@ pub fn request_text(text: &str) -> &str {
     }
 }
 
+/// The heading Codex writes before a project's AGENTS.md, which it sends as a user message.
+const AGENTS_HEADING: &str = "# AGENTS.md instructions for ";
+
+/// The tag an older Codex wraps a project's AGENTS.md in.
+const USER_INSTRUCTIONS_TAG: &str = "<user_instructions>";
+
+/// What a user message is named by when its text is a project's standing instructions that the
+/// agent's harness sends on the user's behalf, rather than a request: a project's AGENTS.md as
+/// Codex sends it (`# AGENTS.md instructions for DIR`, then `<INSTRUCTIONS>…`, or wrapped in
+/// `<user_instructions>` by older versions). `None` for any other text.
+pub fn instructions_title(text: &str) -> Option<&str> {
+    let text = text.trim_start();
+    if text.starts_with(AGENTS_HEADING) {
+        let heading = text.lines().next().unwrap_or_default().trim_end();
+        return Some(&heading["# ".len()..]);
+    }
+    text.starts_with(USER_INSTRUCTIONS_TAG)
+        .then_some("the user's instructions (<user_instructions>)")
+}
+
+/// Whether a user message's text is a request of the user's: neither markup a harness wrote
+/// (see [`is_markup_only`]) nor a project's instructions it sent ([`instructions_title`]).
+pub fn is_request(text: &str) -> bool {
+    instructions_title(text).is_none() && !is_markup_only(text)
+}
+
 /// Whether a user message's text is markup only: it opens with a tag and ends by closing one,
 /// as an agent's harness writes on the user's behalf (a slash command's name and its output, a
 /// caveat about them, a file opened in the editor: `<command-name>/exit</command-name>`).

@@ -347,3 +347,27 @@ fn a_request_is_the_words_after_an_ides_heading_or_the_whole_text() {
     assert_eq!(request_text(bare), bare);
     assert_eq!(request_text("fix it"), "fix it");
 }
+
+#[test]
+fn a_projects_instructions_from_the_harness_are_no_request() {
+    let agents = "# AGENTS.md instructions for /home/me/app\n\n<INSTRUCTIONS>\nNever push to main.\n</INSTRUCTIONS>";
+    assert_eq!(
+        instructions_title(agents),
+        Some("AGENTS.md instructions for /home/me/app")
+    );
+    let older = "<user_instructions>\n\n# Repository Guidelines\n\n</user_instructions>";
+    assert!(instructions_title(older).is_some());
+    assert!(!is_request(agents) && !is_request(older));
+    // Markup a harness wrote is no request either; the user's words are, whatever they name.
+    assert!(!is_request(
+        "<environment_context>\n  <cwd>/app</cwd>\n</environment_context>"
+    ));
+    for text in [
+        "fix it",
+        "read # AGENTS.md instructions for x",
+        "## My request for Codex:\nfix it",
+    ] {
+        assert!(is_request(text), "{text}");
+        assert_eq!(instructions_title(text), None);
+    }
+}

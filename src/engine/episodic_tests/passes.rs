@@ -207,6 +207,40 @@ async fn unannotated_history_folds_the_oldest_and_keeps_the_first_request() {
     assert_eq!(standing.reason, Reason::ArchivedToolExchange);
 }
 
+/// What a harness sends as the user (a project's AGENTS.md, the environment's context) is no
+/// request: the first request the fold keeps verbatim is the user's own, and the instructions
+/// fold with the rest, named in the summary by their reference with the rule they state.
+#[tokio::test]
+async fn a_projects_instructions_fold_and_the_users_first_request_stays() {
+    let cfg = config(8_000);
+    let mut log = Log::default();
+    log.system("sys");
+    let guide = "Layout, tests and release steps of the app. ".repeat(40);
+    let agents = log.user(&format!(
+        "# AGENTS.md instructions for /app\n\n<INSTRUCTIONS>\n{guide}\nNever push to main.\n</INSTRUCTIONS>"
+    ));
+    log.user("<environment_context>\n  <cwd>/app</cwd>\n</environment_context>");
+    let first = log.user("Port the parser to the new grammar.");
+    for i in 0..12 {
+        log.user(&format!("Step {i}: {}", "details ".repeat(100)));
+        log.assistant(&format!("Done with step {i}. {}", "notes ".repeat(100)));
+        exchange(&mut log, &format!("c{i}"), "read", 600);
+    }
+    log.user("Finish it.");
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_eq!(projection(&out, first), Some(Projection::Full));
+    assert!(out.record.summarized_seqs.contains(&agents));
+    let summary = &out.state.summary.text;
+    assert!(
+        summary.contains(&format!(
+            "- observation://{agents} AGENTS.md instructions for /app\n- Never push to main."
+        )),
+        "{summary}"
+    );
+}
+
 /// A log of `lines` lines pasted by the user; about 6 tokens a line.
 fn pasted(lines: usize) -> String {
     format!(

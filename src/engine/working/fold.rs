@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::{always_kept, collapsible, Live, Working};
 use crate::domain::compaction::{Projection, Reason, Summary};
-use crate::domain::event::{Event, EventBody, Role};
+use crate::domain::event::{is_request, Event, EventBody, Role};
 use crate::domain::pairing::OpenCalls;
 use crate::domain::state::FoldedRange;
 
@@ -121,13 +121,18 @@ impl<'a> Working<'a> {
     }
 
     /// Keeps the first user request and the two most recent in full through any fold (the
-    /// episodic policy's promise).
+    /// episodic policy's promise). Requests, not what a harness sent as the user (a project's
+    /// instructions, its markup): those collapse like any other pinned message.
     pub(in crate::engine) fn keep_first_and_recent_requests(&mut self) {
+        let is_user_request = |event: &Event| match &event.body {
+            EventBody::Message(m) => m.role == Role::User && is_request(m.content.text()),
+            _ => false,
+        };
         let users: Vec<i64> = self
             .kept
             .iter()
             .chain(&self.live)
-            .filter(|l| l.event.body.role() == Some(Role::User))
+            .filter(|l| is_user_request(l.event))
             .map(|l| l.event.seq)
             .collect();
         self.keep_in_fold = users

@@ -41,9 +41,9 @@ impl Digest {
         let mut total: usize = listed.iter().sum();
 
         // Lists drop their items in `order` (oldest first, see `Section::drop_order`); each drop
-        // is O(1). A request or a note dropped leaves its seq in the recall list (see `Recall`):
-        // no user message or note leaves the summary without a way back to it while that list
-        // holds it.
+        // is O(1). A request, a note or a project's instructions dropped leaves its seq in the
+        // recall list (see `Recall`): no user message or note leaves the summary without a way
+        // back to it while that list holds it.
         let order: Vec<Vec<usize>> = Section::ALL
             .iter()
             .map(|&s| s.drop_order(self.get(s)))
@@ -68,7 +68,7 @@ impl Digest {
                     total -= freed;
                     listed[i] -= freed;
                     dropped[i][at] = true;
-                    if let (Section::Requests | Section::Notes, Some(uri)) =
+                    if let (Section::Requests | Section::Notes | Section::Constraints, Some(uri)) =
                         (section, reference_of(entry))
                     {
                         total -= recall.chars();

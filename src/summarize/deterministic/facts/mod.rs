@@ -12,7 +12,9 @@ use std::collections::{HashMap, HashSet};
 
 use super::*;
 use crate::domain::compaction::{is_unknown, Anchors, NOT_AVAILABLE};
-use crate::domain::event::{is_markup_only, request_text, Event, EventBody, Role};
+use crate::domain::event::{
+    instructions_title, is_markup_only, request_text, Event, EventBody, Role,
+};
 use crate::domain::text::digit_runs_blanked;
 pub(super) use calls::file_paths;
 use calls::{unshown_paths, CallFacts};
@@ -44,28 +46,16 @@ impl Digest {
                     Role::System => {}
                     Role::User => {
                         let text = m.content.text();
-                        // What a harness wrote on the user's behalf (a slash command, its
-                        // output) is no request or constraint; the files it names are touched
-                        // all the same.
-                        let shown = if is_markup_only(text) {
-                            String::new()
+                        if let Some(title) = instructions_title(text) {
+                            // A project's instructions the harness sent: no request, but named
+                            // by reference among the constraints, before the rules they state.
+                            // The files they list (a catalogue of skills) are no files the
+                            // agent touched: the reference recalls them.
+                            let entry = referenced(event.seq, one_line(title, REQUEST_CHARS));
+                            self.push(Section::Constraints, entry);
+                            self.add_constraints(text);
                         } else {
-                            for line in constraint_lines(text) {
-                                let line = one_line(line, CONSTRAINT_CHARS);
-                                if !self.get(Section::Constraints).contains(&line) {
-                                    self.push(Section::Constraints, line);
-                                }
-                            }
-                            // The user's own words, not the editor's context before them.
-                            let request = request_text(text);
-                            self.add_request(event.seq, request, may_set_first_request)
-                        };
-                        // The files a long request names past what its entry shows.
-                        for path in unshown_paths(text, &shown) {
-                            self.push(
-                                Section::Touched,
-                                format!("{path}{LAST_ACTION}named by the user)"),
-                            );
+                            self.add_user_message(event.seq, text, may_set_first_request);
                         }
                     }
                     Role::Assistant => {
@@ -208,6 +198,35 @@ impl Digest {
 
     /// Lists a user's message as the first request (quoted; when `may_set_first` and none is
     /// yet) or as a later one, referenced by `seq`; returns the entry as shown.
+    /// Adds a user message's request and constraints, and the files it names past what its
+    /// entry shows. What a harness wrote on the user's behalf (a slash command, its output) is
+    /// no request or constraint; the files it names are touched all the same.
+    fn add_user_message(&mut self, seq: i64, text: &str, may_set_first_request: bool) {
+        let shown = if is_markup_only(text) {
+            String::new()
+        } else {
+            self.add_constraints(text);
+            // The user's own words, not the editor's context before them.
+            self.add_request(seq, request_text(text), may_set_first_request)
+        };
+        for path in unshown_paths(text, &shown) {
+            self.push(
+                Section::Touched,
+                format!("{path}{LAST_ACTION}named by the user)"),
+            );
+        }
+    }
+
+    /// Lists the constraints `text` states that are not listed yet.
+    fn add_constraints(&mut self, text: &str) {
+        for line in constraint_lines(text) {
+            let line = one_line(line, CONSTRAINT_CHARS);
+            if !self.get(Section::Constraints).contains(&line) {
+                self.push(Section::Constraints, line);
+            }
+        }
+    }
+
     fn add_request(&mut self, seq: i64, text: &str, may_set_first: bool) -> String {
         if may_set_first && self.get(Section::FirstRequest).is_empty() {
             self.push_quoted(Section::FirstRequest, text, FIRST_REQUEST_CHARS);

@@ -408,3 +408,70 @@ fn a_request_sent_from_an_ide_is_the_users_words_after_the_editors_context() {
     );
     assert_eq!(facts.kept_in(text).requests, (2, 2));
 }
+
+#[test]
+fn a_projects_instructions_are_named_by_reference_not_taken_for_the_first_request() {
+    let agents = "# AGENTS.md instructions for /home/me/app\n\n<INSTRUCTIONS>\n# App\n\nThis file guides agents working on the app: its layout, its tests and its release steps.\n\n## Skills\n- review: (file: /home/me/.codex/skills/review/SKILL.md)\n\nNever push to main.\n</INSTRUCTIONS>";
+    let events = [
+        user(1, agents),
+        user(
+            2,
+            "<environment_context>\n  <cwd>/home/me/app</cwd>\n</environment_context>",
+        ),
+        user(3, "Make the login page load faster."),
+        user(5, "Now add a test for it."),
+    ];
+    let out = run(&Summary::default(), &events, 4_000);
+    let text = &out.summary.text;
+    assert!(
+        text.contains("## First user request\n> observation://3 Make the login page load faster."),
+        "{text}"
+    );
+    // Named once, by the reference that recalls the whole text, with the rule it states.
+    assert!(
+        text.contains(
+            "- observation://1 AGENTS.md instructions for /home/me/app\n- Never push to main."
+        ),
+        "{text}"
+    );
+    // The files they list are no files the agent touched.
+    assert!(
+        !text.contains("This file guides agents") && !text.contains("SKILL.md"),
+        "{text}"
+    );
+    let intent = &out.summary.anchors.user_intent;
+    assert!(intent.starts_with("Make the login page"), "{intent}");
+
+    // The facts measure reads them the same way: a constraint, no request.
+    let mut facts = crate::replay::facts::Facts::default();
+    for e in &events {
+        let EventBody::Message(m) = &e.body else {
+            unreachable!()
+        };
+        facts.learn(&json!({"role": "user", "content": m.content.text()}));
+    }
+    assert_eq!(
+        facts.requests.iter().collect::<Vec<_>>(),
+        ["Make the login page load faster.", "Now add a test for it."]
+    );
+    assert_eq!(
+        facts.constraints.iter().collect::<Vec<_>>(),
+        ["Never push to main."]
+    );
+    assert_eq!(facts.kept_in(text).constraints, (1, 1));
+    assert!(
+        facts.paths.iter().all(|p| !p.contains("SKILL.md")),
+        "{:?}",
+        facts.paths
+    );
+
+    // Dropped for room, the instructions leave their reference in the recall list.
+    let dropped = (80..400).step_by(10).find_map(|chars| {
+        let text = run(&Summary::default(), &events[..3], chars).summary.text;
+        let first_whole = text.contains("Make the login page load faster.");
+        (!text.contains("AGENTS.md") && first_whole).then_some(text)
+    });
+    let text = dropped.expect("a bound that drops the instructions' entry");
+    let recall = text.split("(recall by URI)").nth(1).unwrap_or_default();
+    assert!(recall.ends_with("for seq 1"), "{text}");
+}

@@ -52,6 +52,9 @@ enum Step {
     Condense(usize),
     /// A file of the given size written: a call with long arguments and a short result.
     Write(usize),
+    /// What a harness sends as the user: a project's instructions of the given size, or
+    /// (true) the environment's context.
+    Harness(usize, bool),
 }
 
 /// The base64 of a PNG's signature and header for a `width` × 800 image: enough to read its
@@ -124,6 +127,7 @@ fn summarise(who: Summariser, request: SummaryRequest<'_>) -> SummaryOutcome {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         3 => (1usize..1_500).prop_map(Step::User),
+        1 => (1usize..6_000, any::<bool>()).prop_map(|(n, context)| Step::Harness(n, context)),
         2 => (1usize..1_500).prop_map(Step::Assistant),
         4 => prop_oneof![1 => Just(0usize), 5 => 1usize..12_000].prop_map(Step::Exchange),
         1 => (1usize..6_000, 1usize..6_000).prop_map(|(a, b)| Step::Parallel(a, b)),
@@ -176,6 +180,15 @@ fn append(log: &mut Log, step: &Step, i: usize, calls: &mut usize) -> bool {
     match step {
         Step::User(n) => {
             log.user(&text(*n, i));
+        }
+        Step::Harness(_, true) => {
+            log.user(&format!(
+                "<environment_context>\n  <cwd>/work/{i}</cwd>\n</environment_context>"
+            ));
+        }
+        Step::Harness(n, false) => {
+            let rules = text(*n, i);
+            log.user(&format!("# AGENTS.md instructions for /work/{i}\n\n<INSTRUCTIONS>\n{rules}\nNever push to main.\n</INSTRUCTIONS>"));
         }
         Step::Assistant(n) => {
             log.assistant(&text(*n, i));

@@ -3,6 +3,7 @@
 //! and `fold` (where to cut, and folding into the summary).
 
 mod fold;
+pub(super) use fold::is_user_request;
 mod reduce;
 
 use uuid::Uuid;

@@ -96,20 +96,22 @@ impl Facts {
                 }
                 // What a harness wrote on the user's behalf is no request or constraint, but
                 // for a project's instructions it sent: they state constraints.
-                if is_request(text) {
+                let (request, instructions) =
+                    (is_request(text), instructions_title(text).is_some());
+                if request {
                     // The user's own words, not an IDE's context before them.
                     let request = request_text(text);
                     if let Some(first) = request.lines().map(str::trim).find(|l| !l.is_empty()) {
                         self.requests.insert(cut(first));
                     }
                 }
-                if is_request(text) || instructions_title(text).is_some() {
+                if request || instructions {
                     let stated = text.lines().map(str::trim).filter(|l| is_constraint(l));
                     self.constraints.extend(stated.map(cut));
                 }
                 // The files a project's instructions list (a catalogue of skills) are none the
                 // agent acted on, unless it does later.
-                if instructions_title(text).is_none() {
+                if !instructions {
                     self.add_paths(paths(text));
                 }
             }
@@ -135,12 +137,15 @@ impl Facts {
 
     /// Learns `found` as path facts, those under the working directory by their relative path:
     /// one fact, kept where either is named.
+    /// A file at the directory's top (`README.md`) keeps its absolute path: a view naming
+    /// `docs/README.md` would hold its bare name.
     fn add_paths(&mut self, found: impl Iterator<Item = String>) {
         let cwd = self.cwd.as_deref().map(|cwd| cwd.trim_end_matches('/'));
+        let cwd = cwd.filter(|cwd| !cwd.is_empty());
         self.paths.extend(found.map(|path| {
             let relative = cwd
                 .and_then(|cwd| path.strip_prefix(cwd)?.strip_prefix('/'))
-                .filter(|rest| !rest.is_empty());
+                .filter(|rest| rest.contains('/'));
             relative.map_or(path.clone(), str::to_owned)
         }));
     }
@@ -292,9 +297,20 @@ fn paths(text: &str) -> impl Iterator<Item = String> + '_ {
 }
 
 /// The working directory a harness states in the environment's context it sends as the user
-/// (Codex: `<environment_context>` with `<cwd>/home/me/app</cwd>`).
+/// (Codex: `<environment_context>` with `<cwd>/home/me/app</cwd>`, alone or after a project's
+/// instructions), not a `<cwd>` the user's own words name.
 fn stated_cwd(text: &str) -> Option<&str> {
-    let (_, rest) = text.split_once("<cwd>")?;
+    let (at, _) = text
+        .match_indices("<environment_context>")
+        .find(|(at, _)| {
+            text[..*at].trim_end_matches([' ', '\t']).ends_with('\n')
+                || text[..*at].trim().is_empty()
+        })?;
+    let context = &text[at..];
+    let context = context
+        .split_once("</environment_context>")
+        .map_or(context, |(c, _)| c);
+    let (_, rest) = context.split_once("<cwd>")?;
     let (cwd, _) = rest.split_once("</cwd>")?;
     Some(cwd.trim()).filter(|cwd| cwd.starts_with('/'))
 }
@@ -377,19 +393,33 @@ mod tests {
     fn a_file_named_under_the_working_directory_and_by_its_relative_path_is_one_fact() {
         let mut facts = Facts::default();
         facts.learn(&call("read", &json!({"path": "/home/me/app/src/a.rs"})));
-        let context = "<environment_context>\n  <cwd>/home/me/app</cwd>\n</environment_context>";
+        // Stated after a project's instructions, as Codex does.
+        let context = "# AGENTS.md instructions for /home/me/app\n\n<INSTRUCTIONS>\nBe brief.\n</INSTRUCTIONS>\n<environment_context>\n  <cwd>/home/me/app</cwd>\n</environment_context>";
         facts.learn(&json!({"role": "user", "content": context}));
         facts.learn(&call("read", &json!({"path": "/home/me/app/src/b.rs"})));
         facts.learn(&call("read", &json!({"path": "src/b.rs"})));
         facts.learn(&call("read", &json!({"path": "/etc/hosts.conf"})));
+        // At the directory's top, a bare name would be held by any file of that name.
+        facts.learn(&call("read", &json!({"path": "/home/me/app/README.md"})));
+        // A directory named in the user's own words is not the harness's statement of it.
+        facts.learn(
+            &json!({"role": "user", "content": "Try <environment_context><cwd>/home</cwd>"}),
+        );
+        facts.learn(&call("read", &json!({"path": "/home/me/app/src/c.rs"})));
         // Named before the directory was stated, a file keeps its absolute path.
         assert_eq!(
             facts.paths.iter().collect::<Vec<_>>(),
-            ["/etc/hosts.conf", "/home/me/app/src/a.rs", "src/b.rs"]
+            [
+                "/etc/hosts.conf",
+                "/home/me/app/README.md",
+                "/home/me/app/src/a.rs",
+                "src/b.rs",
+                "src/c.rs"
+            ]
         );
         // Kept where the view names it either way.
-        assert_eq!(facts.kept_in("read /home/me/app/src/b.rs").paths, (1, 3));
-        assert_eq!(facts.kept_in("read src/b.rs").paths, (1, 3));
+        assert_eq!(facts.kept_in("read /home/me/app/src/b.rs").paths, (1, 5));
+        assert_eq!(facts.kept_in("read src/b.rs").paths, (1, 5));
     }
 
     #[test]

@@ -186,16 +186,25 @@ const USER_INSTRUCTIONS_TAG: &str = "<user_instructions>";
 
 /// What a user message is named by when its text is a project's standing instructions that the
 /// agent's harness sends on the user's behalf, rather than a request: a project's AGENTS.md as
-/// Codex sends it (`# AGENTS.md instructions for DIR`, then `<INSTRUCTIONS>…`, or wrapped in
-/// `<user_instructions>` by older versions). `None` for any other text.
+/// Codex sends it (`# AGENTS.md instructions for DIR`, then `<INSTRUCTIONS>…</INSTRUCTIONS>`,
+/// or wrapped in `<user_instructions>` by older versions), followed by nothing or by markup
+/// only. `None` for any other text: the user's own words after the instructions make it a
+/// request.
 pub fn instructions_title(text: &str) -> Option<&str> {
     let text = text.trim_start();
-    if text.starts_with(AGENTS_HEADING) {
+    let (title, close) = if text.starts_with(AGENTS_HEADING) {
         let heading = text.lines().next().unwrap_or_default().trim_end();
-        return Some(&heading["# ".len()..]);
-    }
-    text.starts_with(USER_INSTRUCTIONS_TAG)
-        .then_some("the user's instructions (<user_instructions>)")
+        (&heading["# ".len()..], "</INSTRUCTIONS>")
+    } else if text.starts_with(USER_INSTRUCTIONS_TAG) {
+        (
+            "the user's instructions (<user_instructions>)",
+            "</user_instructions>",
+        )
+    } else {
+        return None;
+    };
+    let after = text.split_once(close).map_or("", |(_, after)| after.trim());
+    (after.is_empty() || is_markup_only(after)).then_some(title)
 }
 
 /// Whether a user message's text is a request of the user's: neither markup a harness wrote

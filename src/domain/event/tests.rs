@@ -358,6 +358,12 @@ fn a_projects_instructions_from_the_harness_are_no_request() {
     let older = "<user_instructions>\n\n# Repository Guidelines\n\n</user_instructions>";
     assert!(instructions_title(older).is_some());
     assert!(!is_request(agents) && !is_request(older));
+    // The environment's context sent after them changes nothing; the user's own words do.
+    let with_context =
+        format!("{agents}\n<environment_context>\n  <cwd>/app</cwd>\n</environment_context>");
+    assert!(!is_request(&with_context));
+    let with_words = format!("{agents}\n\nFix the login page.");
+    assert!(is_request(&with_words) && instructions_title(&with_words).is_none());
     // Markup a harness wrote is no request either; the user's words are, whatever they name.
     assert!(!is_request(
         "<environment_context>\n  <cwd>/app</cwd>\n</environment_context>"

@@ -1,7 +1,7 @@
 //! What no pass of an eviction touches: the current turn, the episodes' spans, and the
 //! requests a fold keeps verbatim that may be shown as their head and tail.
 
-use super::super::working::{is_tool_result, Working};
+use super::super::working::{is_tool_result, is_user_request, Working};
 use crate::domain::event::{EventBody, Role};
 use crate::engine::view;
 
@@ -82,7 +82,7 @@ pub(super) fn episode_spans(work: &Working<'_>) -> Vec<Span> {
 }
 
 /// The requests a fold keeps verbatim (the first and the two most recent) that cost more than
-/// `cap` tokens, the longest first: not the current one (the last user message), nor one
+/// `cap` tokens, the longest first: not the current one (the last request), nor one
 /// `active` (inside the active episode), nor one with images.
 pub(super) fn long_requests(work: &Working<'_>, active: &[bool], cap: i64) -> Vec<i64> {
     let live = work.live.iter().zip(active).filter(|(_, &a)| !a);
@@ -90,7 +90,7 @@ pub(super) fn long_requests(work: &Working<'_>, active: &[bool], cap: i64) -> Ve
         work.kept
             .iter()
             .chain(work.live.iter())
-            .filter(|l| l.event.body.role() == Some(Role::User))
+            .filter(|l| is_user_request(l.event))
     };
     let current = requests().next_back().map(|l| l.event.seq);
     let mut long: Vec<(i64, i64)> = work

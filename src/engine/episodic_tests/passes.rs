@@ -219,7 +219,7 @@ async fn a_projects_instructions_fold_and_the_users_first_request_stays() {
     let agents = log.user(&format!(
         "# AGENTS.md instructions for /app\n\n<INSTRUCTIONS>\n{guide}\nNever push to main.\n</INSTRUCTIONS>"
     ));
-    log.user("<environment_context>\n  <cwd>/app</cwd>\n</environment_context>");
+    let context = log.user("<environment_context>\n  <cwd>/app</cwd>\n</environment_context>");
     let first = log.user("Port the parser to the new grammar.");
     for i in 0..12 {
         log.user(&format!("Step {i}: {}", "details ".repeat(100)));
@@ -237,6 +237,17 @@ async fn a_projects_instructions_fold_and_the_users_first_request_stays() {
         summary.contains(&format!(
             "- observation://{agents} AGENTS.md instructions for /app\n- Never push to main."
         )),
+        "{summary}"
+    );
+    // The environment's context folds too, named in the recall list.
+    assert!(out.record.summarized_seqs.contains(&context));
+    let recall = summary
+        .split("(recall by URI)\n")
+        .nth(1)
+        .unwrap_or_default();
+    let listed = recall.lines().next().unwrap_or_default();
+    assert!(
+        listed.contains(&format!("for seq {context}")) || listed.contains(&format!(", {context}")),
         "{summary}"
     );
 }

@@ -122,12 +122,8 @@ impl<'a> Working<'a> {
 
     /// Keeps the first user request and the two most recent in full through any fold (the
     /// episodic policy's promise). Requests, not what a harness sent as the user (a project's
-    /// instructions, its markup): those collapse like any other pinned message.
+    /// instructions, the environment's context): those fold with the rest.
     pub(in crate::engine) fn keep_first_and_recent_requests(&mut self) {
-        let is_user_request = |event: &Event| match &event.body {
-            EventBody::Message(m) => m.role == Role::User && is_request(m.content.text()),
-            _ => false,
-        };
         let users: Vec<i64> = self
             .kept
             .iter()
@@ -211,5 +207,14 @@ impl<'a> Working<'a> {
             compaction_id: id,
             reason,
         })
+    }
+}
+
+/// Whether `event` is a request of the user's: a user message that is neither a project's
+/// instructions nor markup a harness sent in the user's name (see [`is_request`]).
+pub(in crate::engine) fn is_user_request(event: &Event) -> bool {
+    match &event.body {
+        EventBody::Message(m) => m.role == Role::User && is_request(m.content.text()),
+        _ => false,
     }
 }

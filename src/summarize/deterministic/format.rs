@@ -53,6 +53,10 @@ impl Digest {
         let recall_at = Section::Recall as usize;
         let mut recall = Recall::read(self.sections[recall_at].first().map(String::as_str));
         let recall_cap = max_chars / 4;
+        // Seqs listed as they were added (see `recall_only`) keep to the same cap.
+        total -= recall.chars();
+        recall.bound(recall_cap);
+        total += recall.chars();
         for floor in [ITEMS_KEPT_LONGEST, 0] {
             for (section, share) in Section::drop_steps() {
                 let i = section as usize;
@@ -154,6 +158,20 @@ impl Digest {
     }
 }
 
+impl Digest {
+    /// Lists `seq` among the earlier user messages to recall by reference: a message the
+    /// summary names in no other way (markup a harness sent in the user's name).
+    pub(super) fn recall_only(&mut self, seq: i64) {
+        let at = Section::Recall as usize;
+        let mut recall = Recall::read(self.sections[at].first().map(String::as_str));
+        recall.push(
+            &format!("{}{seq}", crate::domain::observation::SCHEME),
+            usize::MAX,
+        );
+        self.sections[at] = recall.entry().into_iter().collect();
+    }
+}
+
 /// Reads back a summary this module wrote; `None` when the text is in any other shape.
 pub(super) fn read_back(text: &str) -> Option<Digest> {
     let mut digest = Digest::default();
@@ -241,6 +259,11 @@ impl Recall {
         if self.seqs.insert(seq) {
             self.seq_chars += digits(seq);
         }
+        self.bound(cap);
+    }
+
+    /// Drops the oldest seqs while the section is over `cap`.
+    fn bound(&mut self, cap: usize) {
         while self.chars() > cap && self.seqs.len() > 1 {
             self.seq_chars -= self.seqs.pop_first().map_or(0, digits);
             self.elided = true;

@@ -196,13 +196,13 @@ impl Digest {
         });
     }
 
-    /// Lists a user's message as the first request (quoted; when `may_set_first` and none is
-    /// yet) or as a later one, referenced by `seq`; returns the entry as shown.
     /// Adds a user message's request and constraints, and the files it names past what its
-    /// entry shows. What a harness wrote on the user's behalf (a slash command, its output) is
-    /// no request or constraint; the files it names are touched all the same.
+    /// entry shows. What a harness wrote on the user's behalf (a slash command, its output, the
+    /// environment's context) is no request or constraint, but stays reachable by its reference
+    /// in the recall list; the files it names are touched all the same.
     fn add_user_message(&mut self, seq: i64, text: &str, may_set_first_request: bool) {
         let shown = if is_markup_only(text) {
+            self.recall_only(seq);
             String::new()
         } else {
             self.add_constraints(text);
@@ -227,6 +227,8 @@ impl Digest {
         }
     }
 
+    /// Lists a user's message as the first request (quoted; when `may_set_first` and none is
+    /// yet) or as a later one, referenced by `seq`; returns the entry as shown.
     fn add_request(&mut self, seq: i64, text: &str, may_set_first: bool) -> String {
         if may_set_first && self.get(Section::FirstRequest).is_empty() {
             self.push_quoted(Section::FirstRequest, text, FIRST_REQUEST_CHARS);

@@ -439,6 +439,11 @@ fn a_projects_instructions_are_named_by_reference_not_taken_for_the_first_reques
         !text.contains("This file guides agents") && !text.contains("SKILL.md"),
         "{text}"
     );
+    // The environment's context is named only in the recall list.
+    assert!(
+        text.contains("(recall by URI)\n- recall observation://<seq> for seq 2"),
+        "{text}"
+    );
     let intent = &out.summary.anchors.user_intent;
     assert!(intent.starts_with("Make the login page"), "{intent}");
 
@@ -467,11 +472,16 @@ fn a_projects_instructions_are_named_by_reference_not_taken_for_the_first_reques
 
     // Dropped for room, the instructions leave their reference in the recall list.
     let dropped = (80..400).step_by(10).find_map(|chars| {
-        let text = run(&Summary::default(), &events[..3], chars).summary.text;
+        let text = run(
+            &Summary::default(),
+            &[events[0].clone(), events[2].clone()],
+            chars,
+        );
+        let text = text.summary.text;
         let first_whole = text.contains("Make the login page load faster.");
         (!text.contains("AGENTS.md") && first_whole).then_some(text)
     });
     let text = dropped.expect("a bound that drops the instructions' entry");
     let recall = text.split("(recall by URI)").nth(1).unwrap_or_default();
-    assert!(recall.ends_with("for seq 1"), "{text}");
+    assert!(recall.trim_end().ends_with("for seq 1"), "{text}");
 }

@@ -1,0 +1,82 @@
+//! What of a user message is the user's request: the words after an IDE's context, and the
+//! messages a harness sends in the user's name (a project's instructions, its markup).
+
+/// The heading the Codex IDE extension writes before the user's own words, after the editor's
+/// context (`# Context from my IDE setup:`, the active file, the open tabs).
+const IDE_REQUEST_HEADING: &str = "## My request for Codex:";
+
+/// The part of a user message's text that is the user's own request: what follows the heading
+/// an IDE extension writes before it ([`IDE_REQUEST_HEADING`]), else the whole text.
+pub fn request_text(text: &str) -> &str {
+    let heading = text
+        .match_indices(IDE_REQUEST_HEADING)
+        .find(|(at, _)| text[..*at].is_empty() || text[..*at].ends_with('\n'));
+    match heading {
+        Some((at, _)) => {
+            let after = &text[at + IDE_REQUEST_HEADING.len()..];
+            if after.trim().is_empty() {
+                text
+            } else {
+                after.trim_start()
+            }
+        }
+        None => text,
+    }
+}
+
+/// The heading Codex writes before a project's AGENTS.md, which it sends as a user message.
+const AGENTS_HEADING: &str = "# AGENTS.md instructions for ";
+
+/// The tag an older Codex wraps a project's AGENTS.md in.
+const USER_INSTRUCTIONS_TAG: &str = "<user_instructions>";
+
+/// What a user message is named by when its text is a project's standing instructions that the
+/// agent's harness sends on the user's behalf, rather than a request: a project's AGENTS.md as
+/// Codex sends it (`# AGENTS.md instructions for DIR`, then `<INSTRUCTIONS>…</INSTRUCTIONS>`,
+/// or wrapped in `<user_instructions>` by older versions), followed by nothing or by markup
+/// only. `None` for any other text: the user's own words after the instructions make it a
+/// request.
+pub fn instructions_title(text: &str) -> Option<&str> {
+    let text = text.trim_start();
+    let (title, close) = if text.starts_with(AGENTS_HEADING) {
+        let heading = text.lines().next().unwrap_or_default().trim_end();
+        (&heading["# ".len()..], "</INSTRUCTIONS>")
+    } else if text.starts_with(USER_INSTRUCTIONS_TAG) {
+        (
+            "the user's instructions (<user_instructions>)",
+            "</user_instructions>",
+        )
+    } else {
+        return None;
+    };
+    let after = text.split_once(close).map_or("", |(_, after)| after.trim());
+    (after.is_empty() || is_markup_only(after)).then_some(title)
+}
+
+/// Whether a user message's text is a request of the user's: neither markup a harness wrote
+/// (see [`is_markup_only`]) nor a project's instructions it sent ([`instructions_title`]).
+pub fn is_request(text: &str) -> bool {
+    instructions_title(text).is_none() && !is_markup_only(text)
+}
+
+/// Whether a user message's text is markup only: it opens with a tag and ends by closing one,
+/// as an agent's harness writes on the user's behalf (a slash command's name and its output, a
+/// caveat about them, a file opened in the editor: `<command-name>/exit</command-name>`).
+/// Such text states no request or constraint of the user's, though it may name files.
+pub fn is_markup_only(text: &str) -> bool {
+    fn is_tag_name(name: &str) -> bool {
+        let mut chars = name.chars();
+        chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    }
+    let text = text.trim();
+    let opens = text
+        .strip_prefix('<')
+        .and_then(|t| t.split_once('>'))
+        .is_some_and(|(name, _)| is_tag_name(name));
+    let closes = text
+        .strip_suffix('>')
+        .and_then(|t| t.rsplit_once("</"))
+        .is_some_and(|(_, name)| is_tag_name(name));
+    opens && closes
+}

@@ -1,10 +1,12 @@
 //! The episodic policy: what each pass archives, in what order, and what it never touches
-//! (`passes`); the observation cap (`observations`); when an eviction acts, and what it does
-//! when the view does not fit (`limits`).
+//! (`passes`); what a fold keeps of the user's words (`requests`); the observation cap
+//! (`observations`); when an eviction acts, and what it does when the view does not fit
+//! (`limits`).
 
 mod limits;
 mod observations;
 mod passes;
+mod requests;
 
 use serde_json::json;
 

@@ -159,15 +159,16 @@ impl Digest {
 }
 
 impl Digest {
-    /// Lists `seq` among the earlier user messages to recall by reference: a message the
-    /// summary names in no other way (markup a harness sent in the user's name).
-    pub(super) fn recall_only(&mut self, seq: i64) {
+    /// Lists `seqs` among the earlier user messages to recall by reference: messages the
+    /// summary names in no other way (markup a harness sent in the user's name). The list is
+    /// bounded when rendered.
+    pub(super) fn recall_only(&mut self, seqs: &[i64]) {
+        if seqs.is_empty() {
+            return;
+        }
         let at = Section::Recall as usize;
         let mut recall = Recall::read(self.sections[at].first().map(String::as_str));
-        recall.push(
-            &format!("{}{seq}", crate::domain::observation::SCHEME),
-            usize::MAX,
-        );
+        seqs.iter().for_each(|&seq| recall.insert(seq));
         self.sections[at] = recall.entry().into_iter().collect();
     }
 }
@@ -256,10 +257,14 @@ impl Recall {
         let Some(seq) = seq.and_then(|s| s.parse::<i64>().ok()) else {
             return;
         };
+        self.insert(seq);
+        self.bound(cap);
+    }
+
+    fn insert(&mut self, seq: i64) {
         if self.seqs.insert(seq) {
             self.seq_chars += digits(seq);
         }
-        self.bound(cap);
     }
 
     /// Drops the oldest seqs while the section is over `cap`.

@@ -39,6 +39,8 @@ impl Digest {
         let mut open_errors: Vec<(String, usize, Vec<String>)> = Vec::new();
         // The findings listed so far, to list each once; made at the first finding.
         let mut findings: Option<HashSet<String>> = None;
+        // Markup a harness sent as the user, named only in the recall list.
+        let mut markup = Vec::new();
 
         for event in events {
             match &event.body {
@@ -55,7 +57,8 @@ impl Digest {
                             self.push(Section::Constraints, entry);
                             self.add_constraints(text);
                         } else {
-                            self.add_user_message(event.seq, text, may_set_first_request);
+                            let first = may_set_first_request;
+                            self.add_user_message(event.seq, text, first, &mut markup);
                         }
                     }
                     Role::Assistant => {
@@ -165,6 +168,7 @@ impl Digest {
                 }
             }
         }
+        self.recall_only(&markup);
         if let Some(plan) = &latest.plan {
             self.push_quoted(Section::Plan, plan, PLAN_CHARS);
         }
@@ -199,10 +203,17 @@ impl Digest {
     /// Adds a user message's request and constraints, and the files it names past what its
     /// entry shows. What a harness wrote on the user's behalf (a slash command, its output, the
     /// environment's context) is no request or constraint, but stays reachable by its reference
-    /// in the recall list; the files it names are touched all the same.
-    fn add_user_message(&mut self, seq: i64, text: &str, may_set_first_request: bool) {
+    /// (its seq joins `markup`, for the recall list); the files it names are touched all the
+    /// same.
+    fn add_user_message(
+        &mut self,
+        seq: i64,
+        text: &str,
+        may_set_first_request: bool,
+        markup: &mut Vec<i64>,
+    ) {
         let shown = if is_markup_only(text) {
-            self.recall_only(seq);
+            markup.push(seq);
             String::new()
         } else {
             self.add_constraints(text);

@@ -46,9 +46,12 @@ impl Digest {
                     paths.push(path);
                 } else if COMMAND_KEYS.contains(key) {
                     let shown = one_line(&format!("$ {shown_value}"), TOUCHED_CHARS);
+                    // The files a patch it applies changes, as it changes them.
+                    let patched = self.add_patched_files(&value, &mut paths);
                     // A long command (a build line, a `git add` of many files) names files
                     // past what its entry shows: each is listed as touched by the call.
-                    for path in unshown_paths(&without_patch_bodies(&value), &shown) {
+                    let unshown = unshown_paths(&without_patch_bodies(&value), &shown);
+                    for path in unshown.into_iter().filter(|p| !patched.contains(p)) {
                         let action = one_line(&call.name, ARGUMENT_CHARS);
                         self.push(Section::Touched, format!("{path}{LAST_ACTION}{action})"));
                         paths.push(path);
@@ -83,6 +86,12 @@ impl Digest {
                     walk_strings(value, &WRITTEN_TEXT_KEYS, &mut strings);
                 }
             }
+            // The files a patch among them changes (Codex's `apply_patch` takes it as its
+            // `input`), as it changes them: changed, so among the files a later success counts
+            // as its fix.
+            for text in &strings {
+                self.add_patched_files(text, &mut paths);
+            }
             let mut listed: HashSet<String> = paths.iter().cloned().collect();
             let action = one_line(&call.name, ARGUMENT_CHARS);
             let strings = strings.into_iter().map(without_patch_bodies);
@@ -102,6 +111,53 @@ impl Digest {
             paths,
         }
     }
+}
+
+impl Digest {
+    /// Lists the files a patch in `text` changes, each with how (`src/a.rs (last: updated)`),
+    /// and adds them to `paths`; returns them.
+    fn add_patched_files(&mut self, text: &str, paths: &mut Vec<String>) -> Vec<String> {
+        let patched = patched_files(text);
+        for (path, action) in &patched {
+            self.push(Section::Touched, format!("{path}{LAST_ACTION}{action})"));
+            paths.push(path.clone());
+        }
+        patched.into_iter().map(|(path, _)| path).collect()
+    }
+}
+
+/// The headers of a patch in Codex's `apply_patch` format, and how each changes its file.
+const PATCH_HEADERS: [(&str, &str); 4] = [
+    ("*** Add File: ", "added"),
+    ("*** Update File: ", "updated"),
+    ("*** Delete File: ", "deleted"),
+    ("*** Move to: ", "moved here"),
+];
+
+/// The files a patch in `text` changes, in order, each with how: a file its patch moves is
+/// `moved`, and where it goes `moved here`.
+fn patched_files(text: &str) -> Vec<(String, &'static str)> {
+    let mut out: Vec<(String, &'static str)> = Vec::new();
+    if !text.contains("*** ") {
+        return out;
+    }
+    for line in text.lines() {
+        for (header, action) in PATCH_HEADERS {
+            let Some(path) = line.trim_end().strip_prefix(header).map(str::trim) else {
+                continue;
+            };
+            if path.is_empty() || path.contains(char::is_whitespace) {
+                continue;
+            }
+            if action == "moved here" {
+                if let Some(moved) = out.last_mut().filter(|(_, a)| *a == "updated") {
+                    moved.1 = "moved";
+                }
+            }
+            out.push((one_line(path, TOUCHED_CHARS), action));
+        }
+    }
+    out
 }
 
 /// What a tool call was: its description, its command's entry in the touched list, the files

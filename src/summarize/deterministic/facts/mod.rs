@@ -5,6 +5,7 @@
 
 mod calls;
 mod errors;
+mod reads;
 mod sentences;
 
 use std::borrow::Cow;
@@ -260,9 +261,15 @@ impl Digest {
     /// `sed -n '80,160p' a.rs`; `head -n 50`, then `head -n 200`) are one command, told as the
     /// newest: only a word that is a count or a range of lines is read apart from its numbers
     /// (`task-7`, `host1` and `test_2` keep theirs), and only in a command that names a file.
+    ///
+    /// A command that succeeded and only read, searched or wrote one file is told as that
+    /// file's action (see [`reads`]); a read does not hide an earlier change of the file.
     pub(super) fn dedupe_touched(&mut self) {
         let touched = std::mem::take(self.get_mut(Section::Touched));
-        let mut seen = HashSet::new();
+        let touched = touched
+            .into_iter()
+            .map(|entry| told_as_file(&entry).unwrap_or(entry));
+        let mut kept_at: HashMap<String, usize> = HashMap::new();
         let key = |entry: &str| -> String {
             if entry.starts_with("$ ") {
                 let command = entry.rsplit_once(OUTCOME).map_or(entry, |(k, _)| k);
@@ -285,11 +292,23 @@ impl Digest {
                     .to_owned()
             }
         };
-        let mut newest_first: Vec<String> = touched
-            .into_iter()
-            .rev()
-            .filter(|entry| seen.insert(key(entry)))
-            .collect();
+        let mut newest_first: Vec<String> = Vec::new();
+        for entry in touched.rev() {
+            match kept_at.entry(key(&entry)) {
+                std::collections::hash_map::Entry::Vacant(at) => {
+                    at.insert(newest_first.len());
+                    newest_first.push(entry);
+                }
+                std::collections::hash_map::Entry::Occupied(at) => {
+                    let kept = &mut newest_first[*at.get()];
+                    if action_of(kept).is_some_and(reads::only_reads)
+                        && action_of(&entry).is_some_and(|a| !reads::only_reads(a))
+                    {
+                        *kept = entry;
+                    }
+                }
+            }
+        }
         newest_first.reverse();
         *self.get_mut(Section::Touched) = newest_first;
     }
@@ -338,6 +357,23 @@ impl Digest {
             next_step: anchor(latest.plan.as_deref()),
         }
     }
+}
+
+/// A command's entry told as the one file it read, searched or wrote (`src/a.rs (last: read
+/// lines 1-80)`), when it succeeded and did nothing else; `None` for any other entry.
+fn told_as_file(entry: &str) -> Option<String> {
+    let (command, outcome) = entry.strip_prefix("$ ")?.rsplit_once(OUTCOME)?;
+    if outcome != "ok" || command.ends_with(ELLIPSIS) {
+        return None;
+    }
+    let told = reads::file_action(command)?;
+    Some(format!("{}{LAST_ACTION}{})", told.path, told.action))
+}
+
+/// The last action a file's entry names (`Edit` in `src/a.rs (last: Edit)`).
+fn action_of(entry: &str) -> Option<&str> {
+    let (_, action) = entry.rsplit_once(LAST_ACTION)?;
+    action.strip_suffix(')')
 }
 
 /// Whether a command's word is a count or a range of lines, as `head`, `tail` and `sed` take

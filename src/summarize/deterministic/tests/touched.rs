@@ -377,16 +377,70 @@ fn a_here_documents_text_is_left_out_of_its_commands_entry() {
     );
     assert!(!text.contains("QCheckBox"), "{text}");
     assert!(!text.contains("printer.svg"), "{text}");
-    for file in ["opk/ui/editor.py", "examples/printers/Prusa_MK4.json"] {
-        assert!(lists_file(text, file, "shell"), "{file}: {text}");
-    }
+    // The patch's files as it changes them, but for the one the note written next names, which
+    // that command touched last.
+    assert!(lists_file(text, "opk/ui/editor.py", "shell"), "{text}");
+    assert!(
+        lists_file(text, "examples/printers/Prusa_MK4.json", "added"),
+        "{text}"
+    );
 }
 
-/// An agent reads a long file a range at a time: the summary lists the file's reads as one
-/// command, the newest, and keeps room for other entries; reads of two files stay two, a
-/// number in a file's name is part of the file, and so is a number in a task's or a host's.
+/// A patch (Codex's `apply_patch`, its text the call's input) lists each file it changes with
+/// how it changes it, not as a file the call merely names; a build that failed and then
+/// succeeded names the patched files as its fix.
 #[test]
-fn reads_of_one_file_at_other_lines_are_one_command() {
+fn a_patch_lists_the_files_it_changes_as_it_changes_them() {
+    let patch = "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-let x = 1;\n+let y = 1;\n\
+                 *** Update File: src/old.rs\n*** Move to: src/new.rs\n@@\n-a\n+b\n\
+                 *** Delete File: src/gone.rs\n*** Add File: src/added.rs\n+use crate::x::y;\n\
+                 *** End Patch";
+    let events = [
+        user(1, "Fix the build."),
+        call(2, "c2", "shell", json!({ "command": "cargo build" })),
+        result(
+            3,
+            "c2",
+            "error[E0425]: cannot find value `x` in this scope",
+            true,
+        ),
+        call(4, "c4", "apply_patch", json!({ "input": patch })),
+        result(
+            5,
+            "c4",
+            "Success. Updated the following files: M src/a.rs",
+            false,
+        ),
+        call(6, "c6", "shell", json!({ "command": "cargo build" })),
+        result(7, "c6", "Finished", false),
+    ];
+    let out = run(&Summary::default(), &events, 8_000);
+    let text = &out.summary.text;
+    for (file, action) in [
+        ("src/a.rs", "updated"),
+        ("src/old.rs", "moved"),
+        ("src/new.rs", "moved here"),
+        ("src/gone.rs", "deleted"),
+        ("src/added.rs", "added"),
+    ] {
+        assert!(
+            lists_file(text, file, action),
+            "{file} ({action}) in\n{text}"
+        );
+    }
+    assert!(!text.contains("named by apply_patch"), "{text}");
+    assert!(!text.contains("crate::x"), "{text}");
+    assert!(
+        text.contains("(fixed after changing src/added.rs, src/gone.rs, src/new.rs)"),
+        "{text}"
+    );
+}
+
+/// An agent reads a long file a range at a time: the summary lists the file once, with the
+/// newest range read, and keeps room for other entries; reads of two files stay two, a number
+/// in a file's name is part of the file, and so is a number in a task's or a host's.
+#[test]
+fn reads_of_one_file_at_other_lines_are_one_entry() {
     let commands = [
         "sed -n '1,200p' src/db/hybrid.rs",
         "sed -n '200,400p' src/db/hybrid.rs",
@@ -410,12 +464,19 @@ fn reads_of_one_file_at_other_lines_are_one_command() {
     }
     let out = run(&Summary::default(), &events, 8_000);
     let text = &out.summary.text;
+    for (file, action) in [
+        ("src/db/hybrid.rs", "read lines 400-520"),
+        ("src/db/schema.rs", "read lines 1-200"),
+        ("specs/001-startup/plan.md", "read lines 1-80"),
+        ("specs/002-startup/plan.md", "read lines 1-80"),
+        ("src/db/pool.rs", "read lines 1-200"),
+    ] {
+        assert!(
+            lists_file(text, file, action),
+            "{file} ({action}) in\n{text}"
+        );
+    }
     for expected in [
-        "- $ sed -n '400,520p' src/db/hybrid.rs → ok\n",
-        "- $ sed -n '1,200p' src/db/schema.rs → ok\n",
-        "- $ sed -n '1,80p' specs/001-startup/plan.md → ok\n",
-        "- $ sed -n '1,80p' specs/002-startup/plan.md → ok\n",
-        "- $ head -n 200 src/db/pool.rs → ok\n",
         "- $ cd /repo && bd show task-7 → ok\n",
         "- $ cd /repo && bd show task-8 → ok\n",
         "- $ ssh host1 cat /etc/hosts → ok\n",
@@ -428,6 +489,114 @@ fn reads_of_one_file_at_other_lines_are_one_command() {
         .nth(1)
         .and_then(|rest| rest.split("\n## ").next())
         .unwrap();
-    assert_eq!(touched.lines().count(), 9, "{text}");
-    assert!(!touched.contains("head -n 50 "), "{text}");
+    // `src/db/`'s three files on one line, each spec's on its own, and the four commands.
+    assert_eq!(touched.lines().count(), 7, "{text}");
+    assert!(!touched.contains("lines 1-50)"), "{text}");
+    assert!(!touched.contains("lines 200-400"), "{text}");
+}
+
+/// A command that succeeded and only read, searched or wrote one file is listed as that file's
+/// action, among its directory's files, in fewer characters than the command; reading a file
+/// does not hide that the agent changed it; a read that failed, and a command that does more,
+/// keep their own entries. A later summary reads the actions back.
+#[test]
+fn a_command_that_only_reads_searches_or_writes_one_file_is_told_as_the_files_action() {
+    let steps: [(&str, Value, &str, bool); 6] = [
+        (
+            "edit",
+            json!({ "path": "/home/dev/app/src/fold.rs" }),
+            "done",
+            false,
+        ),
+        (
+            "shell",
+            json!({ "command": ["bash", "-lc", "sed -n '1,40p' /home/dev/app/src/fold.rs"] }),
+            "fn fold() {}",
+            false,
+        ),
+        (
+            "shell",
+            json!({ "command": ["bash", "-lc", "rg -n \"fn plan\" /home/dev/app/src/plan.rs"] }),
+            "12:fn plan()",
+            false,
+        ),
+        (
+            "shell",
+            json!({ "command": ["bash", "-lc", "cat <<'EOF' > /home/dev/app/docs/notes.md\nsee src/other.rs\nEOF"] }),
+            "",
+            false,
+        ),
+        (
+            "shell",
+            json!({ "command": ["bash", "-lc", "sed -n '1,5p' /home/dev/app/src/gone.rs"] }),
+            "sed: can't read /home/dev/app/src/gone.rs: No such file or directory",
+            true,
+        ),
+        (
+            "shell",
+            json!({ "command": ["bash", "-lc", "cargo test && sed -n '1,5p' /home/dev/app/src/plan.rs"] }),
+            "ok",
+            false,
+        ),
+    ];
+    let mut events = vec![user(1, "make plan() fold")];
+    for (i, (tool, arguments, output, failed)) in steps.into_iter().enumerate() {
+        let seq = 2 + 2 * i as i64;
+        let id = format!("c{seq}");
+        events.push(call(seq, &id, tool, arguments));
+        events.push(result(seq + 1, &id, output, failed));
+    }
+    let out = run(&Summary::default(), &events, 8_000);
+    let text = &out.summary.text;
+    assert!(
+        lists_file(text, "/home/dev/app/src/fold.rs", "edit"),
+        "{text}"
+    );
+    assert!(
+        lists_file(text, "/home/dev/app/src/plan.rs", "searched for fn plan"),
+        "{text}"
+    );
+    assert!(
+        lists_file(text, "/home/dev/app/docs/notes.md", "written"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- in /home/dev/app/src/: fold.rs (edit), plan.rs (searched for fn plan)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- $ bash -lc sed -n '1,5p' /home/dev/app/src/gone.rs → failed\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- $ bash -lc cargo test && sed -n '1,5p' /home/dev/app/src/plan.rs → ok\n"),
+        "{text}"
+    );
+    assert!(!text.contains("$ bash -lc rg"), "{text}");
+    assert!(!text.contains("$ bash -lc sed -n '1,40p'"), "{text}");
+
+    // Read back by the next summary, and a later read of the written file does not hide it.
+    let more = [
+        call(
+            20,
+            "c20",
+            "shell",
+            json!({ "command": "nl -ba /home/dev/app/docs/notes.md | sed -n '1,20p'" }),
+        ),
+        result(21, "c20", "1 see src/other.rs", false),
+    ];
+    let next = run(&out.summary, &more, 8_000);
+    let text = &next.summary.text;
+    assert!(
+        lists_file(text, "/home/dev/app/src/fold.rs", "edit"),
+        "{text}"
+    );
+    assert!(
+        lists_file(text, "/home/dev/app/docs/notes.md", "written"),
+        "{text}"
+    );
+    assert!(
+        lists_file(text, "/home/dev/app/src/plan.rs", "searched for fn plan"),
+        "{text}"
+    );
 }

@@ -16,7 +16,9 @@ mod paths;
 mod requests;
 pub use call::{CallKind, ShellOutcome, ToolCall, ARCHIVED_ARGUMENTS_KEY};
 pub use paths::{file_paths, named_path, walk_strings, without_patch_bodies, WRITTEN_TEXT_KEYS};
-pub use requests::{instructions_title, is_markup_only, is_request, request_text};
+pub use requests::{
+    instructions_title, is_markup_only, is_request, request_text, stated_working_directory,
+};
 
 const MAX_ID_CHARS: usize = 256;
 const MAX_NAME_CHARS: usize = 256;

@@ -53,6 +53,30 @@ pub fn instructions_title(text: &str) -> Option<&str> {
     (after.is_empty() || is_markup_only(after)).then_some(title)
 }
 
+/// The tag Codex wraps the environment's context in, which it sends as a user message.
+const ENVIRONMENT_CONTEXT_TAG: &str = "<environment_context>";
+
+/// The working directory a harness states in the environment's context it sends as the user
+/// (Codex: `<environment_context>` at a line's start, with `<cwd>/home/me/app</cwd>`); `None`
+/// for any other text, a `<cwd>` in the user's own words, or a directory that is not absolute
+/// in POSIX form.
+pub fn stated_working_directory(text: &str) -> Option<&str> {
+    let (at, _) = text
+        .match_indices(ENVIRONMENT_CONTEXT_TAG)
+        .find(|(at, _)| {
+            let before = text[..*at].trim_end_matches([' ', '\t']);
+            before.is_empty() || before.ends_with('\n')
+        })?;
+    let context = &text[at..];
+    let context = context
+        .split_once("</environment_context>")
+        .map_or(context, |(c, _)| c);
+    let (_, rest) = context.split_once("<cwd>")?;
+    let (directory, _) = rest.split_once("</cwd>")?;
+    let directory = directory.trim().trim_end_matches('/');
+    (directory.starts_with('/') && !directory.contains(char::is_whitespace)).then_some(directory)
+}
+
 /// Whether a user message's text is a request of the user's: neither markup a harness wrote
 /// (see [`is_markup_only`]) nor a project's instructions it sent ([`instructions_title`]).
 pub fn is_request(text: &str) -> bool {

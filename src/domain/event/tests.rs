@@ -377,3 +377,26 @@ fn a_projects_instructions_from_the_harness_are_no_request() {
         assert_eq!(instructions_title(text), None);
     }
 }
+
+/// The working directory is what the environment's context a harness sends states, not a
+/// `<cwd>` the user's own words quote, nor a directory other than an absolute POSIX one.
+#[test]
+fn the_working_directory_is_the_one_the_environments_context_states() {
+    let codex = "<environment_context>\n  <cwd>/Users/me/app/</cwd>\n  <approval_policy>never</approval_policy>\n</environment_context>";
+    assert_eq!(stated_working_directory(codex), Some("/Users/me/app"));
+    let after_instructions = format!(
+        "# AGENTS.md instructions for /Users/me/app\n<INSTRUCTIONS>\nBe brief.\n</INSTRUCTIONS>\n{codex}"
+    );
+    assert_eq!(
+        stated_working_directory(&after_instructions),
+        Some("/Users/me/app")
+    );
+    for other in [
+        "Why does my prompt say <environment_context><cwd>/tmp/x</cwd></environment_context>?",
+        "<environment_context>\n<cwd>g:\\work\\app</cwd>\n</environment_context>",
+        "<environment_context>\n<shell>zsh</shell>\n</environment_context>\n<cwd>/tmp/x</cwd>",
+        "cd /home/me/app && ls",
+    ] {
+        assert_eq!(stated_working_directory(other), None, "{other}");
+    }
+}

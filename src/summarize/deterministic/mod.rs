@@ -152,6 +152,9 @@ enum Section {
     Episodes,
     /// What the assistant said it found or decided, and why.
     Findings,
+    /// The working directory the harness stated first: the touched files under it are listed
+    /// by their paths relative to it. One item, never dropped.
+    Workdir,
     Errors,
     ToolCalls,
     Touched,
@@ -160,7 +163,7 @@ enum Section {
 }
 
 impl Section {
-    const ALL: [Section; 14] = [
+    const ALL: [Section; 15] = [
         Section::FirstRequest,
         Section::Narrative,
         Section::Earlier,
@@ -170,6 +173,7 @@ impl Section {
         Section::Recall,
         Section::Episodes,
         Section::Findings,
+        Section::Workdir,
         Section::Errors,
         Section::ToolCalls,
         Section::Touched,
@@ -248,6 +252,7 @@ impl Section {
             Section::Recall => "Earlier user messages and notes (recall by URI)",
             Section::Episodes => "Episode conclusions",
             Section::Findings => "What the assistant found or decided",
+            Section::Workdir => "Working directory (relative paths below are in it)",
             Section::Errors => "Errors seen",
             Section::ToolCalls => "Tool calls made",
             Section::Touched => "Files and commands touched",

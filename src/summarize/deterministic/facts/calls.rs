@@ -47,7 +47,10 @@ impl Digest {
                 } else if COMMAND_KEYS.contains(key) {
                     let shown = one_line(&format!("$ {shown_value}"), TOUCHED_CHARS);
                     // The files a patch it applies changes, as it changes them.
-                    let patched = self.add_patched_files(&value, &mut paths);
+                    let patched = match value.contains(APPLY_PATCH) {
+                        true => self.add_patched_files(&value, &mut paths),
+                        false => Vec::new(),
+                    };
                     // A long command (a build line, a `git add` of many files) names files
                     // past what its entry shows: each is listed as touched by the call.
                     let unshown = unshown_paths(&without_patch_bodies(&value), &shown);
@@ -89,8 +92,10 @@ impl Digest {
             // The files a patch among them changes (Codex's `apply_patch` takes it as its
             // `input`), as it changes them: changed, so among the files a later success counts
             // as its fix.
-            for text in &strings {
-                self.add_patched_files(text, &mut paths);
+            if call.name.contains(APPLY_PATCH) {
+                for text in &strings {
+                    self.add_patched_files(text, &mut paths);
+                }
             }
             let mut listed: HashSet<String> = paths.iter().cloned().collect();
             let action = one_line(&call.name, ARGUMENT_CHARS);
@@ -126,6 +131,9 @@ impl Digest {
     }
 }
 
+/// The tool that applies a patch in Codex's format, called as a tool or as a command.
+const APPLY_PATCH: &str = "apply_patch";
+
 /// The headers of a patch in Codex's `apply_patch` format, and how each changes its file.
 const PATCH_HEADERS: [(&str, &str); 4] = [
     ("*** Add File: ", "added"),
@@ -134,28 +142,46 @@ const PATCH_HEADERS: [(&str, &str); 4] = [
     ("*** Move to: ", "moved here"),
 ];
 
-/// The files a patch in `text` changes, in order, each with how: a file its patch moves is
-/// `moved`, and where it goes `moved here`.
+/// The files the patches in `text` change (between `*** Begin Patch` and `*** End Patch`), in
+/// order, each with how: a file its patch moves is `moved`, and where it goes `moved here`.
+/// A header whose path is not plain text (a patch quoted in a string of code) is skipped.
 fn patched_files(text: &str) -> Vec<(String, &'static str)> {
     let mut out: Vec<(String, &'static str)> = Vec::new();
-    if !text.contains("*** ") {
+    if !text.contains("*** Begin Patch") {
         return out;
     }
+    let mut in_patch = false;
+    // The file of the `*** Update File:` a `*** Move to:` moves.
+    let mut updated: Option<usize> = None;
     for line in text.lines() {
-        for (header, action) in PATCH_HEADERS {
-            let Some(path) = line.trim_end().strip_prefix(header).map(str::trim) else {
-                continue;
-            };
-            if path.is_empty() || path.contains(char::is_whitespace) {
-                continue;
-            }
-            if action == "moved here" {
-                if let Some(moved) = out.last_mut().filter(|(_, a)| *a == "updated") {
-                    moved.1 = "moved";
-                }
-            }
-            out.push((one_line(path, TOUCHED_CHARS), action));
+        let line = line.trim_end();
+        if line.starts_with("*** Begin Patch") {
+            in_patch = true;
+            continue;
         }
+        if line.starts_with("*** End Patch") {
+            in_patch = false;
+        }
+        if !in_patch || !line.starts_with("*** ") {
+            continue;
+        }
+        let header = PATCH_HEADERS
+            .iter()
+            .find_map(|(header, action)| Some((line.strip_prefix(header)?.trim(), *action)));
+        let Some((path, action)) = header else {
+            continue;
+        };
+        if path.is_empty() || path.contains(['\\', '"', '\'']) {
+            updated = None;
+            continue;
+        }
+        if action == "moved here" {
+            if let Some(moved) = updated.take().and_then(|at| out.get_mut(at)) {
+                moved.1 = "moved";
+            }
+        }
+        updated = (action == "updated").then_some(out.len());
+        out.push((one_line(path, TOUCHED_CHARS), action));
     }
     out
 }

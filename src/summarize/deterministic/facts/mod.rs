@@ -1,7 +1,8 @@
 //! Fact extraction: what the newly covered events say (requests, tool calls, files and
 //! commands touched, errors, notes, episode conclusions, the last plan), and the anchors.
 //! A tool call's facts are read in [`calls`], the error lines of outputs in [`errors`], the
-//! sentences of messages that state a constraint or a finding in [`sentences`].
+//! sentences of messages that state a constraint or a finding in [`sentences`], the commands
+//! that only read, search or write one file in [`reads`].
 
 mod calls;
 mod errors;
@@ -9,12 +10,14 @@ mod reads;
 mod sentences;
 
 use std::borrow::Cow;
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 use super::*;
 use crate::domain::compaction::{is_unknown, Anchors, NOT_AVAILABLE};
 use crate::domain::event::{
-    instructions_title, is_markup_only, request_text, Event, EventBody, Role,
+    instructions_title, is_markup_only, request_text, stated_working_directory, Event, EventBody,
+    Role,
 };
 use crate::domain::text::digit_runs_blanked;
 pub(super) use calls::file_paths;
@@ -49,6 +52,13 @@ impl Digest {
                     Role::System => {}
                     Role::User => {
                         let text = m.content.text();
+                        // The first working directory stated stays the one relative paths
+                        // are in: entries listed relative to it stay right if it changes.
+                        if self.get(Section::Workdir).is_empty() {
+                            if let Some(directory) = stated_working_directory(text) {
+                                self.push(Section::Workdir, directory.to_owned());
+                            }
+                        }
                         if let Some(title) = instructions_title(text) {
                             // A project's instructions the harness sent: no request, but named
                             // by reference among the constraints, before the rules they state.
@@ -257,18 +267,26 @@ impl Digest {
     }
 
     /// Keeps one entry per file or command, at the place it was last touched, with its last
-    /// action or outcome. Reads of the same files at other lines (`sed -n '1,80p' a.rs`, then
-    /// `sed -n '80,160p' a.rs`; `head -n 50`, then `head -n 200`) are one command, told as the
-    /// newest: only a word that is a count or a range of lines is read apart from its numbers
-    /// (`task-7`, `host1` and `test_2` keep theirs), and only in a command that names a file.
+    /// action or outcome; a file's last change is not hidden by a later entry that changes
+    /// nothing (a read, a search, a mention), which takes its place but not its action.
     ///
     /// A command that succeeded and only read, searched or wrote one file is told as that
-    /// file's action (see [`reads`]); a read does not hide an earlier change of the file.
+    /// file's action (see [`reads`]). Other commands on the same files that differ only in a
+    /// count or a range of lines (`sed -n '1,80p' a.rs | grep x`, then `sed -n '80,160p' a.rs |
+    /// grep x`) are one command, told as the newest: only such a word is read apart from its
+    /// numbers (`task-7`, `host1` and `test_2` keep theirs), and only in a command that names a
+    /// file. The files in folders under the working directory the harness stated are listed by
+    /// their relative paths.
     pub(super) fn dedupe_touched(&mut self) {
         let touched = std::mem::take(self.get_mut(Section::Touched));
+        let workdir = self.get(Section::Workdir).first().cloned();
         let touched = touched
             .into_iter()
-            .map(|entry| told_as_file(&entry).unwrap_or(entry));
+            .map(|entry| told_as_file(&entry).unwrap_or(entry))
+            .map(|entry| match &workdir {
+                Some(directory) => relative_to(directory, entry),
+                None => entry,
+            });
         let mut kept_at: HashMap<String, usize> = HashMap::new();
         let key = |entry: &str| -> String {
             if entry.starts_with("$ ") {
@@ -295,14 +313,14 @@ impl Digest {
         let mut newest_first: Vec<String> = Vec::new();
         for entry in touched.rev() {
             match kept_at.entry(key(&entry)) {
-                std::collections::hash_map::Entry::Vacant(at) => {
+                Entry::Vacant(at) => {
                     at.insert(newest_first.len());
                     newest_first.push(entry);
                 }
-                std::collections::hash_map::Entry::Occupied(at) => {
+                Entry::Occupied(at) => {
                     let kept = &mut newest_first[*at.get()];
-                    if action_of(kept).is_some_and(reads::only_reads)
-                        && action_of(&entry).is_some_and(|a| !reads::only_reads(a))
+                    if action_of(kept).is_some_and(|a| !reads::changes(a))
+                        && action_of(&entry).is_some_and(reads::changes)
                     {
                         *kept = entry;
                     }
@@ -368,6 +386,29 @@ fn told_as_file(entry: &str) -> Option<String> {
     }
     let told = reads::file_action(command)?;
     Some(format!("{}{LAST_ACTION}{})", told.path, told.action))
+}
+
+/// A file's entry (`/home/me/app/src/a.rs (last: Edit)`) by its path relative to `directory`
+/// (`src/a.rs (last: Edit)`) when the file is in a folder under it: one entry for the file
+/// however the agent named it, listed in fewer characters. A file at the directory's top keeps
+/// its absolute path, which its bare name would not say; a command's entry is left as it ran.
+fn relative_to(directory: &str, entry: String) -> String {
+    if entry.starts_with("$ ") {
+        return entry;
+    }
+    let relative = entry
+        .strip_prefix(directory)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .filter(|rest| {
+            let path = rest
+                .rsplit_once(LAST_ACTION)
+                .map_or(*rest, |(path, _)| path);
+            path.contains('/')
+        });
+    match relative {
+        Some(rest) => rest.to_owned(),
+        None => entry,
+    }
 }
 
 /// The last action a file's entry names (`Edit` in `src/a.rs (last: Edit)`).

@@ -30,13 +30,33 @@ pub(super) struct FileAction {
     pub(super) action: String,
 }
 
-/// Whether `action` (as [`file_action`] tells it) only read its file: a read does not hide an
-/// earlier change of the file as its last action.
-pub(super) fn only_reads(action: &str) -> bool {
-    action == "read"
-        || action.starts_with("read ")
-        || action == "searched"
-        || action.starts_with("searched for ")
+/// Whether a file's entry with `action` says the file was changed: written, patched (see
+/// `calls::PATCH_HEADERS`) or edited by a tool that edits files. A later entry that does not
+/// (a read, a search, a mention) does not hide that change as the file's last action.
+pub(super) fn changes(action: &str) -> bool {
+    const CHANGED: [&str; 6] = [
+        "written",
+        "updated",
+        "added",
+        "deleted",
+        "moved",
+        "moved here",
+    ];
+    // Tools that change the file their path argument names (Claude Code's, the text editor
+    // tool's, and the usual names of others).
+    const EDITING_TOOLS: [&str; 10] = [
+        "edit",
+        "multiedit",
+        "write",
+        "notebookedit",
+        "create",
+        "str_replace",
+        "insert",
+        "str_replace_editor",
+        "str_replace_based_edit_tool",
+        "write_file",
+    ];
+    CHANGED.contains(&action) || EDITING_TOOLS.contains(&action.to_lowercase().as_str())
 }
 
 /// The file `command` reads, searches or writes and how, when that is all it does.
@@ -54,7 +74,7 @@ pub(super) fn file_action(command: &str) -> Option<FileAction> {
     let words = plain_words(first)?;
     let (program, args) = words.split_first()?;
     let mut action = match program.as_str() {
-        "cat" | "nl" | "head" | "tail" | "sed" | "less" | "bat" => read(program, args, true)?,
+        "cat" | "nl" | "head" | "tail" | "sed" | "less" | "bat" => stage_of(program, args, true)?,
         "rg" | "grep" => searched(args)?,
         _ => return None,
     };
@@ -67,7 +87,7 @@ pub(super) fn file_action(command: &str) -> Option<FileAction> {
         if !matches!(program.as_str(), "head" | "tail" | "sed" | "nl" | "cat") {
             return None;
         }
-        let filter = read(program, args, false)?;
+        let filter = stage_of(program, args, false)?;
         if filter.range.is_some() {
             ranges += 1;
             action.range = filter.range;
@@ -149,7 +169,14 @@ fn tokens(command: &str) -> Option<Vec<Token>> {
                 loop {
                     match chars.next()? {
                         '"' => break,
-                        '\\' => word.push(chars.next()?),
+                        // Inside double quotes a backslash escapes only these.
+                        '\\' => match chars.next()? {
+                            c @ ('$' | '`' | '"' | '\\' | '\n') => word.push(c),
+                            c => {
+                                word.push('\\');
+                                word.push(c);
+                            }
+                        },
                         '`' => return None,
                         '$' if chars.peek() == Some(&'(') => return None,
                         c => word.push(c),
@@ -230,15 +257,18 @@ fn written(stage: &[Token]) -> Option<String> {
     path.filter(|p| document && is_file(p))
 }
 
-/// Whether `word` is a file path as the summary reads one.
+/// Whether `word` is one file's path as the summary reads one: not a pattern the shell
+/// expands (`src/a?.rs`, `src/[ab].rs`, `$DIR/a.rs`) into other or several files.
 fn is_file(word: &str) -> bool {
     let mut paths = file_paths(word);
-    paths.next() == Some(word) && paths.next().is_none()
+    !word.contains(['?', '[', ']', '$', '*', '{'])
+        && paths.next() == Some(word)
+        && paths.next().is_none()
 }
 
-/// What a reading or searching stage does: the file it names (none for a filter in a pipe),
-/// the lines it keeps, the pattern it looks for.
-struct Reading {
+/// What a stage of a pipe that reads or searches does: the file it names (none for a filter
+/// after the first stage), the lines it keeps, the pattern it looks for.
+struct Stage {
     path: String,
     range: Option<String>,
     /// `Some` for a search: its pattern, when the action can name it.
@@ -247,7 +277,7 @@ struct Reading {
 
 /// A reader's stage (`sed -n '1,80p' a.rs`, `head -n 40`): with `file`, it must name one
 /// file; without, none.
-fn read(program: &str, args: &[String], file: bool) -> Option<Reading> {
+fn stage_of(program: &str, args: &[String], file: bool) -> Option<Stage> {
     let mut path = None;
     let mut range = None;
     let mut quiet = false;
@@ -258,13 +288,16 @@ fn read(program: &str, args: &[String], file: bool) -> Option<Reading> {
             ("sed", script) if quiet && range.is_none() && !is_file(script) => {
                 range = Some(sed_range(script)?);
             }
+            // `head -n -5` prints all but the last five lines: no count of lines read.
             ("head" | "tail", "-n") => {
-                let count = args.next()?;
-                range = Some(lines_counted(program, count)?);
+                range = Some(lines_counted(program, args.next()?)?);
             }
-            ("head" | "tail", flag) if flag.starts_with("-n") || is_count(flag) => {
-                let count = flag.trim_start_matches("-n");
-                range = Some(lines_counted(program, count)?);
+            ("head" | "tail", flag) if flag.starts_with("-n") => {
+                range = Some(lines_counted(program, &flag["-n".len()..])?);
+            }
+            // The old form, `head -50`.
+            ("head" | "tail", flag) if is_count(flag) => {
+                range = Some(lines_counted(program, &flag[1..])?);
             }
             ("cat" | "nl" | "less" | "bat", flag) if flag.starts_with('-') && flag.len() > 1 => {}
             (_, word) if file && path.is_none() && is_file(word) => path = Some(word.to_owned()),
@@ -277,7 +310,7 @@ fn read(program: &str, args: &[String], file: bool) -> Option<Reading> {
     if file && path.is_none() {
         return None;
     }
-    Some(Reading {
+    Some(Stage {
         path: path.unwrap_or_default(),
         range,
         searched: None,
@@ -300,14 +333,15 @@ fn sed_range(script: &str) -> Option<String> {
     }
 }
 
+/// Whether `word` is a count of lines in the old form (`-50`).
 fn is_count(word: &str) -> bool {
-    let digits = word.trim_start_matches(['-', '+']);
-    word.starts_with('-') && !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
+    word.strip_prefix('-')
+        .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
 }
 
-/// `head -n 40` as `lines 1-40`, `tail -n 40` as `the last 40 lines`.
+/// `head -n 40` as `lines 1-40`, `tail -n 40` as `the last 40 lines`; `None` for a count that
+/// is not a plain number of lines (`-5`, `+5`, `40K`).
 fn lines_counted(program: &str, count: &str) -> Option<String> {
-    let count = count.trim_start_matches('-');
     if count.is_empty() || !count.chars().all(|c| c.is_ascii_digit()) {
         return None;
     }
@@ -318,7 +352,7 @@ fn lines_counted(program: &str, count: &str) -> Option<String> {
 }
 
 /// A search of one file: `rg -n "fold" src/a.rs`, `grep -n -e x src/a.rs`.
-fn searched(args: &[String]) -> Option<Reading> {
+fn searched(args: &[String]) -> Option<Stage> {
     // Options that take the next word as their value.
     const VALUED: [&str; 11] = [
         "-e",
@@ -364,7 +398,7 @@ fn searched(args: &[String]) -> Option<Reading> {
     let nameable = !pattern.trim().is_empty()
         && pattern.chars().count() <= PATTERN_CHARS
         && !pattern.contains(['(', ')', ',', '\n']);
-    Some(Reading {
+    Some(Stage {
         path: path.clone(),
         range: None,
         searched: Some(nameable.then(|| pattern.split_whitespace().collect::<Vec<_>>().join(" "))),
@@ -466,10 +500,48 @@ mod tests {
     }
 
     #[test]
-    fn a_search_or_a_read_does_not_hide_a_change() {
-        assert!(only_reads("read lines 1-80"));
-        assert!(only_reads("searched for x"));
-        assert!(!only_reads("written"));
-        assert!(!only_reads("named by apply_patch"));
+    fn a_count_that_is_no_number_of_lines_read_and_a_pattern_the_shell_expands_are_no_read() {
+        for command in [
+            "head -n -5 src/a.rs",
+            "head -n-5 src/a.rs",
+            "tail -n +5 src/a.rs",
+            "cat src/a?.rs",
+            "sed -n '1,5p' src/[ab].rs",
+            "cat $DIR/src/a.rs",
+        ] {
+            assert_eq!(told(command), None, "{command}");
+        }
+        // A backslash in double quotes is kept unless it escapes what the shell escapes there.
+        assert_eq!(
+            told(r#"rg "foo\|bar" src/a.rs"#),
+            pair("src/a.rs", r"searched for foo\|bar")
+        );
+        assert_eq!(
+            told(r#"rg "cost \"x\"" src/a.rs"#),
+            pair("src/a.rs", "searched for cost \"x\"")
+        );
+    }
+
+    #[test]
+    fn a_change_is_a_write_a_patch_or_an_editing_tool_not_a_read_or_a_mention() {
+        for action in [
+            "written",
+            "updated",
+            "deleted",
+            "moved here",
+            "Edit",
+            "str_replace_based_edit_tool",
+        ] {
+            assert!(changes(action), "{action}");
+        }
+        for action in [
+            "read lines 1-80",
+            "searched for x",
+            "Read",
+            "named by the user",
+            "shell",
+        ] {
+            assert!(!changes(action), "{action}");
+        }
     }
 }

@@ -377,9 +377,9 @@ fn a_here_documents_text_is_left_out_of_its_commands_entry() {
     );
     assert!(!text.contains("QCheckBox"), "{text}");
     assert!(!text.contains("printer.svg"), "{text}");
-    // The patch's files as it changes them, but for the one the note written next names, which
-    // that command touched last.
-    assert!(lists_file(text, "opk/ui/editor.py", "shell"), "{text}");
+    // The patch's files as it changes them: the note written next names one, which changes
+    // nothing of it.
+    assert!(lists_file(text, "opk/ui/editor.py", "updated"), "{text}");
     assert!(
         lists_file(text, "examples/printers/Prusa_MK4.json", "added"),
         "{text}"
@@ -392,6 +392,7 @@ fn a_here_documents_text_is_left_out_of_its_commands_entry() {
 #[test]
 fn a_patch_lists_the_files_it_changes_as_it_changes_them() {
     let patch = "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-let x = 1;\n+let y = 1;\n\
+                 *** Update File: src/we\\\"ird.rs\n*** Move to: src/renamed.rs\n\
                  *** Update File: src/old.rs\n*** Move to: src/new.rs\n@@\n-a\n+b\n\
                  *** Delete File: src/gone.rs\n*** Add File: src/added.rs\n+use crate::x::y;\n\
                  *** End Patch";
@@ -422,6 +423,8 @@ fn a_patch_lists_the_files_it_changes_as_it_changes_them() {
         ("src/new.rs", "moved here"),
         ("src/gone.rs", "deleted"),
         ("src/added.rs", "added"),
+        // Moved from a path no list can name: where it went, and nothing else moved.
+        ("src/renamed.rs", "moved here"),
     ] {
         assert!(
             lists_file(text, file, action),
@@ -496,8 +499,7 @@ fn reads_of_one_file_at_other_lines_are_one_entry() {
 }
 
 /// A command that succeeded and only read, searched or wrote one file is listed as that file's
-/// action, among its directory's files, in fewer characters than the command; reading a file
-/// does not hide that the agent changed it; a read that failed, and a command that does more,
+/// action, among its directory's files; reading a file does not hide that the agent changed it; a read that failed, and a command that does more,
 /// keep their own entries. A later summary reads the actions back.
 #[test]
 fn a_command_that_only_reads_searches_or_writes_one_file_is_told_as_the_files_action() {
@@ -597,6 +599,70 @@ fn a_command_that_only_reads_searches_or_writes_one_file_is_told_as_the_files_ac
     );
     assert!(
         lists_file(text, "/home/dev/app/src/plan.rs", "searched for fn plan"),
+        "{text}"
+    );
+}
+
+/// Codex states the session's working directory in the environment's context it sends as the
+/// user: the summary names the directory once and lists the files in folders under it by their
+/// relative paths, one entry for a file the agent named both ways; a file at its top, and a
+/// file elsewhere, keep their absolute paths. A later summary keeps the first directory, even
+/// when another is stated, and lists a new file under it the same way.
+#[test]
+fn files_in_the_working_directory_are_listed_by_their_relative_paths() {
+    let context = |dir: &str| {
+        format!("<environment_context>\n  <cwd>{dir}</cwd>\n  <shell>zsh</shell>\n</environment_context>")
+    };
+    let edit = |seq: i64, path: &str| {
+        let id = format!("c{seq}");
+        [
+            call(seq, &id, "edit", json!({ "path": path })),
+            result(seq + 1, &id, "done", false),
+        ]
+    };
+    let mut events = vec![user(1, &context("/home/dev/app")), user(2, "Fix the fold.")];
+    events.extend(edit(3, "/home/dev/app/src/fold.rs"));
+    events.push(call(
+        5,
+        "c5",
+        "shell",
+        json!({ "command": "sed -n '1,40p' src/fold.rs" }),
+    ));
+    events.push(result(6, "c5", "fn fold() {}", false));
+    events.extend(edit(7, "/home/dev/app/Cargo.toml"));
+    events.extend(edit(9, "/home/dev/other/src/b.rs"));
+    let out = run(&Summary::default(), &events, 8_000);
+    let text = &out.summary.text;
+    assert!(
+        text.contains("## Working directory (relative paths below are in it)\n- /home/dev/app\n"),
+        "{text}"
+    );
+    assert!(lists_file(text, "src/fold.rs", "edit"), "{text}");
+    let touched = text
+        .split("## Files and commands touched\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap();
+    assert!(!touched.contains("/home/dev/app/src"), "{text}");
+    assert!(
+        lists_file(text, "/home/dev/app/Cargo.toml", "edit"),
+        "{text}"
+    );
+    assert!(
+        lists_file(text, "/home/dev/other/src/b.rs", "edit"),
+        "{text}"
+    );
+
+    let mut more = vec![user(11, &context("/home/dev/other"))];
+    more.extend(edit(12, "/home/dev/app/tests/t.rs"));
+    let next = run(&out.summary, &more, 8_000);
+    let text = &next.summary.text;
+    assert!(text.contains("\n- /home/dev/app\n"), "{text}");
+    assert!(!text.contains("\n- /home/dev/other\n"), "{text}");
+    assert!(lists_file(text, "src/fold.rs", "edit"), "{text}");
+    assert!(lists_file(text, "tests/t.rs", "edit"), "{text}");
+    assert!(
+        lists_file(text, "/home/dev/other/src/b.rs", "edit"),
         "{text}"
     );
 }

@@ -43,8 +43,9 @@ impl Digest {
         let mut open_errors: Vec<(String, usize, Vec<String>)> = Vec::new();
         // The findings listed so far, to list each once; made at the first finding.
         let mut findings: Option<HashSet<String>> = None;
-        // Markup a harness sent as the user, named only in the recall list.
-        let mut markup = Vec::new();
+        // User messages named only in the recall list: markup a harness sent as the user, and
+        // a request listed again in the same words later.
+        let mut recalled = Vec::new();
 
         for event in events {
             match &event.body {
@@ -69,7 +70,7 @@ impl Digest {
                             self.add_constraints(text);
                         } else {
                             let first = may_set_first_request;
-                            self.add_user_message(event.seq, text, first, &mut markup);
+                            self.add_user_message(event.seq, text, first, &mut recalled);
                         }
                     }
                     Role::Assistant => {
@@ -179,7 +180,7 @@ impl Digest {
                 }
             }
         }
-        self.recall_only(&markup);
+        self.recall_only(&recalled);
         if let Some(plan) = &latest.plan {
             self.push_quoted(Section::Plan, plan, PLAN_CHARS);
         }
@@ -214,22 +215,22 @@ impl Digest {
     /// Adds a user message's request and constraints, and the files it names past what its
     /// entry shows. What a harness wrote on the user's behalf (a slash command, its output, the
     /// environment's context) is no request or constraint, but stays reachable by its reference
-    /// (its seq joins `markup`, for the recall list); the files it names are touched all the
+    /// (its seq joins `recalled`, for the recall list); the files it names are touched all the
     /// same.
     fn add_user_message(
         &mut self,
         seq: i64,
         text: &str,
         may_set_first_request: bool,
-        markup: &mut Vec<i64>,
+        recalled: &mut Vec<i64>,
     ) {
         let shown = if is_markup_only(text) {
-            markup.push(seq);
+            recalled.push(seq);
             String::new()
         } else {
             self.add_constraints(text);
             // The user's own words, not the editor's context before them.
-            self.add_request(seq, request_text(text), may_set_first_request)
+            self.add_request(seq, request_text(text), may_set_first_request, recalled)
         };
         for path in unshown_paths(text, &shown) {
             self.push(
@@ -250,8 +251,16 @@ impl Digest {
     }
 
     /// Lists a user's message as the first request (quoted; when `may_set_first` and none is
-    /// yet) or as a later one, referenced by `seq`; returns the entry as shown.
-    fn add_request(&mut self, seq: i64, text: &str, may_set_first: bool) -> String {
+    /// yet) or as a later one, referenced by `seq`; returns the entry as shown. A later request
+    /// in the same words as one listed before ("yes please") is listed once, as the newest: the
+    /// earlier one's seq joins `recalled`, for the recall list.
+    fn add_request(
+        &mut self,
+        seq: i64,
+        text: &str,
+        may_set_first: bool,
+        recalled: &mut Vec<i64>,
+    ) -> String {
         if may_set_first && self.get(Section::FirstRequest).is_empty() {
             self.push_quoted(Section::FirstRequest, text, FIRST_REQUEST_CHARS);
             let block = self.get_mut(Section::FirstRequest).first_mut();
@@ -261,6 +270,15 @@ impl Digest {
             })
         } else {
             let request = referenced(seq, one_line(text, REQUEST_CHARS));
+            let words = unreferenced(&request);
+            let requests = self.get_mut(Section::Requests);
+            if let Some(at) = requests.iter().position(|e| unreferenced(e) == words) {
+                let earlier = requests.remove(at);
+                let seq = reference_of(&earlier)
+                    .and_then(|uri| uri.strip_prefix(crate::domain::observation::SCHEME))
+                    .and_then(|seq| seq.parse::<i64>().ok());
+                recalled.extend(seq);
+            }
             self.push(Section::Requests, request.clone());
             request
         }

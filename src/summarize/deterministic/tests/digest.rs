@@ -485,3 +485,39 @@ fn a_projects_instructions_are_named_by_reference_not_taken_for_the_first_reques
     let recall = text.split("(recall by URI)").nth(1).unwrap_or_default();
     assert!(recall.trim_end().ends_with("for seq 1"), "{text}");
 }
+
+/// A request the user sends again in the same words ("yes please") is listed once, as the
+/// newest; the earlier one stays reachable by its reference in the recall list.
+#[test]
+fn a_request_sent_again_in_the_same_words_is_listed_once() {
+    let events = [
+        user(1, "Port the parser to Rust."),
+        user(2, "yes please"),
+        user(3, "Now add the tests."),
+        user(4, "yes please"),
+        user(5, "OK, continue"),
+        user(6, "OK, continue"),
+    ];
+    let out = run(&Summary::default(), &events, 8_000);
+    let text = &out.summary.text;
+    let requests = text
+        .split("## Later user requests\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap();
+    assert_eq!(
+        requests,
+        "- observation://3 Now add the tests.\n- observation://4 yes please\n- observation://6 OK, continue",
+        "{text}"
+    );
+    let recall = |text: &str, seqs: &str| {
+        let line = format!("- recall observation://<seq> for seq {seqs}");
+        text.lines().any(|l| l == line)
+    };
+    assert!(recall(text, "2, 5"), "{text}");
+    // A later summary reads the list back and goes on listing each once.
+    let next = run(&out.summary, &[user(7, "yes please")], 8_000);
+    let text = &next.summary.text;
+    assert_eq!(text.matches("yes please").count(), 1, "{text}");
+    assert!(recall(text, "2, 4, 5"), "{text}");
+}

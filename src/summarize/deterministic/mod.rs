@@ -84,6 +84,8 @@ const FIX_FILES: usize = 3;
 
 /// Argument keys that hold a shell command.
 const COMMAND_KEYS: [&str; 2] = ["cmd", "command"];
+/// Arguments naming the directory a call runs its command in.
+const DIRECTORY_KEYS: [&str; 2] = ["workdir", "cwd"];
 /// Other arguments worth naming in a tool call.
 const OTHER_KEYS: [&str; 3] = ["query", "pattern", "url"];
 

@@ -25,6 +25,7 @@ impl Digest {
         };
         let mut named = Vec::new();
         if let Some(Value::Object(map)) = arguments {
+            let moved_to = self.directory_moved_to(map);
             for key in PATH_KEYS.iter().chain(&COMMAND_KEYS).chain(&OTHER_KEYS) {
                 let Some(value) = map.get(*key).and_then(argument_text) else {
                     continue;
@@ -45,7 +46,11 @@ impl Digest {
                     );
                     paths.push(path);
                 } else if COMMAND_KEYS.contains(key) {
-                    let shown = one_line(&format!("$ {shown_value}"), TOUCHED_CHARS);
+                    let shown = match &moved_to {
+                        Some(directory) => format!("$ cd {directory} && {shown_value}"),
+                        None => format!("$ {shown_value}"),
+                    };
+                    let shown = one_line(&shown, TOUCHED_CHARS);
                     // The files a patch it applies changes, as it changes them.
                     let patched = match value.contains(APPLY_PATCH) {
                         true => self.add_patched_files(&value, &mut paths),
@@ -119,6 +124,27 @@ impl Digest {
 }
 
 impl Digest {
+    /// The directory a call runs its command in (Codex's `workdir`) when the harness stated
+    /// the session's working directory and this is another: relative to it when under it
+    /// (`web`), else as given. The call's relative paths are in that directory, which its entry
+    /// says as the shell would (`$ cd web && cat src/a.ts`).
+    fn directory_moved_to(&self, arguments: &serde_json::Map<String, Value>) -> Option<String> {
+        let stated = self.get(Section::Workdir).first()?;
+        let directory = DIRECTORY_KEYS
+            .iter()
+            .find_map(|key| arguments.get(*key)?.as_str())?
+            .trim()
+            .trim_end_matches('/');
+        if directory.is_empty() || directory == stated || directory.contains(char::is_whitespace) {
+            return None;
+        }
+        let under = directory
+            .strip_prefix(stated.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
+            .filter(|rest| !rest.is_empty() && !rest.starts_with('/'));
+        Some(under.unwrap_or(directory).to_owned())
+    }
+
     /// Lists the files a patch in `text` changes, each with how (`src/a.rs (last: updated)`),
     /// and adds them to `paths`; returns them.
     fn add_patched_files(&mut self, text: &str, paths: &mut Vec<String>) -> Vec<String> {

@@ -54,9 +54,13 @@ impl Digest {
                     Role::User => {
                         let text = m.content.text();
                         // The first working directory stated stays the one relative paths
-                        // are in: entries listed relative to it stay right if it changes.
+                        // are in: entries listed relative to it stay right if it changes. One
+                        // longer than an entry is not taken: never dropped, it could crowd
+                        // the user's requests out of a small summary.
                         if self.get(Section::Workdir).is_empty() {
-                            if let Some(directory) = stated_working_directory(text) {
+                            let stated = stated_working_directory(text)
+                                .filter(|d| d.chars().count() <= TOUCHED_CHARS);
+                            if let Some(directory) = stated {
                                 self.push(Section::Workdir, directory.to_owned());
                             }
                         }
@@ -271,8 +275,14 @@ impl Digest {
         } else {
             let request = referenced(seq, one_line(text, REQUEST_CHARS));
             let words = unreferenced(&request);
+            // Only a request listed whole is known to be in the same words: two long ones
+            // that differ past what their entries show are two requests.
+            let whole = one_line(text, REQUEST_CHARS + 1).chars().count() <= REQUEST_CHARS;
             let requests = self.get_mut(Section::Requests);
-            if let Some(at) = requests.iter().position(|e| unreferenced(e) == words) {
+            let same = requests
+                .iter()
+                .position(|e| whole && unreferenced(e) == words);
+            if let Some(at) = same {
                 let earlier = requests.remove(at);
                 let seq = reference_of(&earlier)
                     .and_then(|uri| uri.strip_prefix(crate::domain::observation::SCHEME))
@@ -417,6 +427,7 @@ fn relative_to(directory: &str, entry: String) -> String {
     let relative = entry
         .strip_prefix(directory)
         .and_then(|rest| rest.strip_prefix('/'))
+        .filter(|rest| !rest.starts_with('/'))
         .filter(|rest| {
             let path = rest
                 .rsplit_once(LAST_ACTION)

@@ -59,9 +59,67 @@ pub(super) fn changes(action: &str) -> bool {
     CHANGED.contains(&action) || EDITING_TOOLS.contains(&action.to_lowercase().as_str())
 }
 
-/// The file `command` reads, searches or writes and how, when that is all it does.
+/// The file `command` reads, searches or writes and how, when that is all it does. A command
+/// run in another directory (`cd web && cat src/a.ts`, as the summary shows a call that set
+/// its own working directory) names the file by its path from where the `cd` started
+/// (`web/src/a.ts`).
 pub(super) fn file_action(command: &str) -> Option<FileAction> {
-    let command = unwrapped(command.trim());
+    let (outer, command) = in_directory(command.trim());
+    let (inner, command) = in_directory(unwrapped(command));
+    let mut told = read_or_written(command)?;
+    for directory in [inner, outer].into_iter().flatten() {
+        told.path = joined(directory, &told.path)?;
+    }
+    Some(told)
+}
+
+/// `command` split into the directory a leading `cd DIR && ` moves to, and the rest.
+fn in_directory(command: &str) -> (Option<&str>, &str) {
+    let split = command
+        .strip_prefix("cd ")
+        .and_then(|rest| rest.split_once(" && "))
+        .filter(|(directory, _)| {
+            let plain = |c: char| c.is_whitespace() || "?[]$*{}'\"`;&|<>()\\".contains(c);
+            let directory = directory.trim();
+            !directory.is_empty() && !directory.starts_with('-') && !directory.contains(plain)
+        });
+    match split {
+        Some((directory, rest)) => (Some(directory.trim()), rest.trim_start()),
+        None => (None, command),
+    }
+}
+
+/// `path` as named from where `cd directory` was run: itself when absolute, else joined, with
+/// `.` and `..` taken out where they can be; `None` for a directory of the user's home.
+fn joined(directory: &str, path: &str) -> Option<String> {
+    if path.starts_with('/') {
+        return Some(path.to_owned());
+    }
+    if directory.starts_with('~') {
+        return None;
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    let absolute = directory.starts_with('/');
+    for part in directory.split('/').chain(path.split('/')) {
+        match part {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|p| *p != "..") => {
+                parts.pop();
+            }
+            ".." if absolute => {}
+            part => parts.push(part),
+        }
+    }
+    let joined = parts.join("/");
+    Some(if absolute {
+        format!("/{joined}")
+    } else {
+        joined
+    })
+}
+
+/// The file `command` (one pipe, unwrapped) reads, searches or writes and how.
+fn read_or_written(command: &str) -> Option<FileAction> {
     let tokens = tokens(command)?;
     let stages = stages(&tokens)?;
     let (first, rest) = stages.split_first()?;
@@ -467,6 +525,19 @@ mod tests {
                 "bash -lc cat <<'EOF' > specs/001/research.md",
                 pair("specs/001/research.md", "written"),
             ),
+            // Run in another directory: the path from where the `cd` started.
+            (
+                "cd /repo && sed -n '1,80p' src/a.rs",
+                pair("/repo/src/a.rs", "read lines 1-80"),
+            ),
+            (
+                "cd web && bash -lc 'cd src && cat ../../docs/b.md'",
+                pair("docs/b.md", "read"),
+            ),
+            (
+                "cd /repo/web && cat /repo/docs/b.md",
+                pair("/repo/docs/b.md", "read"),
+            ),
         ];
         for (command, expected) in cases {
             assert_eq!(told(command), expected, "{command}");
@@ -477,7 +548,9 @@ mod tests {
     fn a_command_that_does_more_or_names_no_single_file_keeps_its_entry() {
         for command in [
             "cargo test",
-            "cd /repo && sed -n '1,80p' src/a.rs",
+            "cd ~/repo && sed -n '1,80p' src/a.rs",
+            "cd \"my repo\" && cat src/a.rs",
+            "cd /repo && cargo test",
             "sed -n '1,80p' src/a.rs src/b.rs",
             "sed -i 's/a/b/' src/a.rs",
             "sed 's/a/b/' src/a.rs",

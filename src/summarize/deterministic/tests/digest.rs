@@ -521,3 +521,17 @@ fn a_request_sent_again_in_the_same_words_is_listed_once() {
     assert_eq!(text.matches("yes please").count(), 1, "{text}");
     assert!(recall(text, "2, 4, 5"), "{text}");
 }
+
+#[test]
+fn two_long_requests_that_differ_past_their_entries_are_both_listed() {
+    let log = format!("Here is the log: {}", "ERROR at step ".repeat(20));
+    let events = [
+        user(1, "Port the parser to Rust."),
+        user(2, &format!("{log} then it failed on the lexer")),
+        user(3, &format!("{log} then it failed on the parser")),
+    ];
+    let out = run(&Summary::default(), &events, 8_000);
+    let text = &out.summary.text;
+    assert!(text.contains("- observation://2 Here is the log"), "{text}");
+    assert!(text.contains("- observation://3 Here is the log"), "{text}");
+}

@@ -666,3 +666,72 @@ fn files_in_the_working_directory_are_listed_by_their_relative_paths() {
         "{text}"
     );
 }
+
+#[test]
+fn a_command_run_in_another_directory_names_its_files_from_there() {
+    let context = "<environment_context>\n  <cwd>/home/dev/app</cwd>\n</environment_context>";
+    let mut events = vec![user(1, context), user(2, "Fix the build.")];
+    events.push(call(
+        3,
+        "c3",
+        "edit",
+        json!({ "path": "/home/dev/app/src/lib.rs" }),
+    ));
+    events.push(result(4, "c3", "done", false));
+    let shell = |seq: i64, command: &str, workdir: &str| {
+        let id = format!("c{seq}");
+        call(
+            seq,
+            &id,
+            "shell",
+            json!({ "command": ["bash", "-lc", command], "workdir": workdir }),
+        )
+    };
+    events.push(shell(5, "sed -n '1,40p' src/lib.rs", "/home/dev/app/web/"));
+    events.push(result(6, "c5", "export {}", false));
+    events.push(shell(7, "cat ../notes/b.md", "/home/dev/other/docs"));
+    events.push(result(8, "c7", "# notes", false));
+    events.push(shell(9, "npm test", "/home/dev/app/web"));
+    events.push(result(10, "c9", "npm ERR! missing script: test", true));
+    events.push(shell(11, "cat Cargo.toml", "/home/dev/app"));
+    events.push(result(12, "c11", "[package]", false));
+    let out = run(&Summary::default(), &events, 8_000);
+    let text = &out.summary.text;
+    // The file read in web/ is not the one edited at the top's src/.
+    assert!(
+        lists_file(text, "web/src/lib.rs", "read lines 1-40"),
+        "{text}"
+    );
+    assert!(lists_file(text, "src/lib.rs", "edit"), "{text}");
+    assert!(
+        lists_file(text, "/home/dev/other/notes/b.md", "read"),
+        "{text}"
+    );
+    assert!(text.contains("$ cd web && bash -lc npm test"), "{text}");
+    // A call in the stated directory itself is shown as it ran.
+    assert!(text.contains("- $ bash -lc cat Cargo.toml → ok"), "{text}");
+}
+
+#[test]
+fn a_working_directory_longer_than_an_entry_or_a_doubled_slash_is_not_taken() {
+    let long = format!("/home/{}", "a".repeat(300));
+    let context = format!("<environment_context>\n  <cwd>{long}</cwd>\n</environment_context>");
+    let events = vec![user(1, &context), user(2, "Fix the build.")];
+    let out = run(&Summary::default(), &events, 2_000);
+    let text = &out.summary.text;
+    assert!(!text.contains("## Working directory"), "{text}");
+    assert!(text.contains("Fix the build."), "{text}");
+
+    let context = "<environment_context>\n  <cwd>/home/dev/app</cwd>\n</environment_context>";
+    let mut events = vec![user(1, context), user(2, "Fix the build.")];
+    events.push(call(
+        3,
+        "c3",
+        "edit",
+        json!({ "path": "/home/dev/app//src/lib.rs" }),
+    ));
+    events.push(result(4, "c3", "done", false));
+    let out = run(&Summary::default(), &events, 8_000);
+    let text = &out.summary.text;
+    assert!(!lists_file(text, "/src/lib.rs", "edit"), "{text}");
+}

@@ -7,7 +7,8 @@
 //! - warn tier: every large tool result beyond the tail is offloaded to a preview, all at once,
 //!   when that alone brings the view down to the low-water mark;
 //! - soft and full tiers, and before any emergency: the view is brought down to the low-water
-//!   mark, so that the next compaction is many turns away. Large results beyond the tail are
+//!   mark, so that the next compaction is many turns away (one that cannot reach the mark
+//!   waits until the view reaches the emergency tier). Large results beyond the tail are
 //!   offloaded, the others masked (one line and their error lines, oldest first, every
 //!   assistant message and tool call kept), the tail held to its token cap (its older results
 //!   as excerpts, then the long arguments of its older answered turns by reference), and only
@@ -179,8 +180,8 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The soft and full tiers: the view down to the low-water mark, folding last; the soft
-    /// tier acts only when it reaches the mark.
+    /// The soft and full tiers: the view down to the low-water mark, folding last; they act
+    /// only when they reach the mark, below the emergency tier and within the room.
     fn bring_down(self) -> Step<'a> {
         let config = self.input.config;
         let before = self.current_tokens();
@@ -207,10 +208,11 @@ impl<'a> Run<'a> {
             return Step::Go(self);
         }
         // Short of the low-water mark (what must stay, the summary and the tail, is over it),
-        // the soft tier would free a little and leave the view near the tier, to be rewritten
-        // again a few turns later: it waits for the full tier. The next fold's summary is
-        // prepared meanwhile (from the warn tier on).
-        if !must && self.tier == Tier::Soft && tokens > bounds.low_water {
+        // the soft and full tiers would free a little and leave the view near the tier, to be
+        // rewritten again a turn or two later: they wait until the view reaches the emergency
+        // tier or no longer fits, where the gentler steps act first. The next fold's summary
+        // is prepared meanwhile (from the warn tier on).
+        if !must && tokens > bounds.low_water {
             return Step::Go(self);
         }
         if cut > 0 {

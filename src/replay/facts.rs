@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use crate::domain::diagnostic::{Group, Located};
 use crate::domain::event::{
-    instructions_title, is_request, named_path, request_text, walk_strings, without_patch_bodies,
-    WRITTEN_TEXT_KEYS,
+    instructions_title, is_request, named_path, reads_documents_only, request_text, walk_strings,
+    without_patch_bodies, WRITTEN_TEXT_KEYS,
 };
 use crate::domain::text::{numbers_blanked, output_lines, without_terminal_escapes};
 use crate::engine::view::{error_shape, reads_as_error};
@@ -32,6 +32,9 @@ pub struct Facts {
     /// The session's working directory, as its harness last stated it (see [`stated_cwd`]):
     /// a file named by its absolute path under it is the file named by its relative one.
     cwd: Option<String>,
+    /// The calls that only read documents ([`reads_documents_only`]): the lines of their
+    /// output about errors are the documents' text, no error facts.
+    document_reads: HashSet<String>,
 }
 
 /// How many facts of each kind a view holds, of how many.
@@ -119,7 +122,19 @@ impl Facts {
                 for text in acted_on_strings(message) {
                     self.add_paths(paths(&text));
                 }
+                for call in message["tool_calls"].as_array().into_iter().flatten() {
+                    let (name, arguments) = super::input::chat_call(call);
+                    let arguments = serde_json::from_str(&arguments).unwrap_or(Value::Null);
+                    if reads_documents_only(name, &arguments) {
+                        let id = call["id"].as_str().unwrap_or_default();
+                        self.document_reads.insert(id.to_owned());
+                    }
+                }
             }
+            Some("tool")
+                if message["tool_call_id"]
+                    .as_str()
+                    .is_some_and(|id| self.document_reads.contains(id)) => {}
             Some("tool") => {
                 // An error printed again with other numbers (a process id, a time) is the same
                 // fact, as the summary tells it once ([`error_shape`]); a terminal's colours are
@@ -387,6 +402,28 @@ mod tests {
         json!({"role": "assistant", "content": null, "tool_calls": [
             {"id": "c", "type": "function",
              "function": {"name": name, "arguments": arguments.to_string()}}]})
+    }
+
+    #[test]
+    fn a_documents_lines_about_errors_are_no_error_facts() {
+        let mut facts = Facts::default();
+        let docs = "# API\n- Error format: `{ error: { code, message } }`\n- Errors are logged.";
+        let log = "Error: Cannot find module './timeline' imported from tests/t.test.ts";
+        let calls = [
+            ("c1", "cat docs/architecture.md", docs),
+            ("c2", "cat build.log", log),
+        ];
+        for (id, command, output) in calls {
+            let arguments = json!({ "command": ["bash", "-lc", command] }).to_string();
+            facts.learn(
+                &json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": id, "type": "function",
+                 "function": {"name": "shell", "arguments": arguments}}]}),
+            );
+            facts.learn(&json!({"role": "tool", "tool_call_id": id, "content": output}));
+        }
+        let errors: Vec<&str> = facts.errors.iter().map(String::as_str).collect();
+        assert_eq!(errors, [log], "{errors:?}");
     }
 
     #[test]

@@ -124,3 +124,95 @@ fn without_place(path: &str) -> &str {
     }
     file
 }
+
+/// The extensions of files written as prose for people to read (Markdown, reStructuredText,
+/// AsciiDoc): what such a file says of errors (`- Errors: { error: { code, message } }`, a
+/// troubleshooting section) is what the document says, not an error the agent's run met.
+const DOCUMENT_EXTENSIONS: [&str; 6] = [".md", ".mdx", ".markdown", ".rst", ".adoc", ".mdc"];
+
+/// The programs that print a file they are given, or the lines of it they keep.
+const READERS: [&str; 9] = [
+    "cat", "head", "tail", "sed", "nl", "less", "bat", "rg", "grep",
+];
+
+/// The tools that read the file their path argument names (Claude Code's `Read`, and the
+/// usual names of others).
+const READING_TOOLS: [&str; 5] = ["read", "read_file", "view", "view_file", "open_file"];
+
+/// Whether a tool call (its `name` and its `arguments`, an object) did nothing but read or
+/// search documents ([`DOCUMENT_EXTENSIONS`]): a reading tool on one (`Read` of
+/// `docs/architecture.md`, the text editor's `view`), or a shell command whose programs only
+/// print files, every one of them a document (`cat docs/a.md`, `sed -n '1,80p' README.md |
+/// nl`). Its output is the documents' text, whose lines about errors are none the agent met.
+pub fn reads_documents_only(name: &str, arguments: &Value) -> bool {
+    let Value::Object(map) = arguments else {
+        return false;
+    };
+    let is_document = |word: &str| {
+        let word = word.trim_matches(['"', '\'']).to_ascii_lowercase();
+        DOCUMENT_EXTENSIONS.iter().any(|e| word.ends_with(e)) && !word.contains('*')
+    };
+    let text = |key: &str| -> Option<String> {
+        match map.get(key)? {
+            Value::String(s) => Some(s.clone()),
+            Value::Array(items) => {
+                let words: Option<Vec<&str>> = items.iter().map(Value::as_str).collect();
+                words.map(|w| w.join(" "))
+            }
+            _ => None,
+        }
+    };
+    let name = name.to_ascii_lowercase();
+    let viewing = map.get("command").and_then(Value::as_str) == Some("view");
+    if READING_TOOLS.contains(&name.as_str()) || viewing {
+        let path = ["file_path", "path", "filePath", "target_file"]
+            .iter()
+            .find_map(|key| map.get(*key)?.as_str());
+        return path.is_some_and(is_document);
+    }
+    let Some(command) = text("command").or_else(|| text("cmd")) else {
+        return false;
+    };
+    let command = [
+        "bash -lc ",
+        "bash -c ",
+        "zsh -lc ",
+        "zsh -c ",
+        "sh -c ",
+        "sh -lc ",
+    ]
+    .iter()
+    .find_map(|shell| command.trim().strip_prefix(shell))
+    .unwrap_or(command.trim())
+    .trim()
+    .trim_matches(['"', '\'']);
+    // One pipe of readers: no list, substitution, redirection or variable.
+    if command.contains(['&', ';', '>', '<', '$', '`', '(', '\n']) {
+        return false;
+    }
+    let mut documents = 0;
+    for stage in command.split('|') {
+        let mut words = stage.split_whitespace();
+        if !words
+            .next()
+            .is_some_and(|program| READERS.contains(&program))
+        {
+            return false;
+        }
+        for word in words.filter(|w| !w.starts_with('-')) {
+            let word = word.trim_matches(['"', '\'']);
+            let extension = word.rsplit_once('.').map(|(_, e)| e);
+            let names_file = word.contains('/')
+                || extension.is_some_and(|e| {
+                    (1..=5).contains(&e.len()) && e.chars().all(char::is_alphanumeric)
+                });
+            if is_document(word) {
+                documents += 1;
+            } else if names_file {
+                // Another file (or a pattern that reads as one): its output may be a run's.
+                return false;
+            }
+        }
+    }
+    documents > 0
+}

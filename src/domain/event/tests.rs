@@ -400,3 +400,42 @@ fn the_working_directory_is_the_one_the_environments_context_states() {
         assert_eq!(stated_working_directory(other), None, "{other}");
     }
 }
+
+#[test]
+fn a_call_that_only_reads_documents_is_told_from_one_that_runs_or_reads_other_files() {
+    let shell = |command: &str| json!({ "command": ["bash", "-lc", command] });
+    for (name, arguments) in [
+        (
+            "Read",
+            json!({ "file_path": "/home/me/app/docs/architecture.md" }),
+        ),
+        ("read_file", json!({ "path": "README.md" })),
+        (
+            "str_replace_based_edit_tool",
+            json!({ "command": "view", "path": "docs/api.rst" }),
+        ),
+        ("shell", shell("cat docs/architecture.md")),
+        ("shell", shell("sed -n '1,80p' README.md | nl -ba")),
+        ("shell", shell("rg -n Error docs/api.md docs/errors.md")),
+        ("exec_command", json!({ "cmd": "head -n 40 CHANGELOG.md" })),
+    ] {
+        assert!(reads_documents_only(name, &arguments), "{name} {arguments}");
+    }
+    for (name, arguments) in [
+        ("Read", json!({ "file_path": "src/lib.rs" })),
+        ("Edit", json!({ "file_path": "docs/a.md" })),
+        ("shell", shell("npm test")),
+        ("shell", shell("cat build.log")),
+        ("shell", shell("cat docs/a.md && npm test")),
+        ("shell", shell("cat docs/a.md src/lib.rs")),
+        ("shell", shell("cat docs/a.md > out.md")),
+        ("shell", shell("rg -n Error docs/")),
+        ("shell", shell("python3 tools/check.py docs/a.md")),
+        ("shell", json!({ "command": 3 })),
+    ] {
+        assert!(
+            !reads_documents_only(name, &arguments),
+            "{name} {arguments}"
+        );
+    }
+}

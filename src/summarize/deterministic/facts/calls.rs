@@ -8,7 +8,9 @@ use serde_json::Value;
 
 use super::super::*;
 pub(in crate::summarize::deterministic) use crate::domain::event::file_paths;
-use crate::domain::event::{walk_strings, without_patch_bodies, ToolCall, WRITTEN_TEXT_KEYS};
+use crate::domain::event::{
+    reads_documents_only, walk_strings, without_patch_bodies, ToolCall, WRITTEN_TEXT_KEYS,
+};
 
 impl Digest {
     /// Lists the call and what it touched.
@@ -115,10 +117,12 @@ impl Digest {
             }
         }
         self.push(Section::ToolCalls, described.clone());
+        let reads_documents = arguments.is_some_and(|a| reads_documents_only(&call.name, a));
         CallFacts {
             described,
             command,
             paths,
+            reads_documents,
         }
     }
 }
@@ -218,6 +222,9 @@ pub(super) struct CallFacts {
     pub(super) described: String,
     pub(super) command: Option<usize>,
     pub(super) paths: Vec<String>,
+    /// It only read or searched documents (see [`reads_documents_only`]): what its output
+    /// says of errors is the documents' text.
+    pub(super) reads_documents: bool,
 }
 
 /// A command without the text of its here-documents (`cat > a.py << 'EOF'`, `apply_patch <<

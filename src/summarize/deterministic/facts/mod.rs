@@ -144,9 +144,12 @@ impl Digest {
                             }
                         } else {
                             // A run that succeeded may still report errors (a test log, a
-                            // linter): its error lines are facts too.
-                            for entry in error_entries(m.content.text(), errors.ok) {
-                                self.push(Section::Errors, entry);
+                            // linter): its error lines are facts too. A document's lines about
+                            // errors (an API's error format) are none the agent met.
+                            if !call.is_some_and(|c| c.reads_documents) {
+                                for entry in error_entries(m.content.text(), errors.ok) {
+                                    self.push(Section::Errors, entry);
+                                }
                             }
                             self.note_fixes(&mut open_errors, &attempt);
                         }

@@ -429,3 +429,29 @@ fn errors_past_half_a_tight_summary_give_way_to_touched_files() {
         assert!(lists_file(&text, &path, "read_file"), "{path}: {text}");
     }
 }
+
+#[test]
+fn a_documents_lines_about_errors_are_no_errors_seen() {
+    let shell = |seq: i64, command: &str| {
+        call(
+            seq,
+            &format!("c{seq}"),
+            "shell",
+            json!({ "command": ["bash", "-lc", command] }),
+        )
+    };
+    let docs = "# Architecture\n- Error format: `{ error: { code, message } }`\n- Error: Clay Red `#B34A3C`\n";
+    let log = "vite v5\nError: Failed to resolve import \"./timeline\" from \"tests/t.test.tsx\"\n";
+    let events = [
+        user(1, "Add tags."),
+        shell(2, "cat docs/architecture.md"),
+        result(3, "c2", docs, false),
+        shell(4, "cat build.log"),
+        result(5, "c4", log, false),
+    ];
+    let out = run(&Summary::default(), &events, 8_000);
+    let text = &out.summary.text;
+    assert!(text.contains("Failed to resolve import"), "{text}");
+    assert!(!text.contains("Error format"), "{text}");
+    assert!(!text.contains("Clay Red"), "{text}");
+}

@@ -7,7 +7,9 @@ use std::fmt::Write;
 use crate::domain::compaction::{Projection, Summary, ViewMessage, NOT_AVAILABLE};
 use crate::domain::condensation::Memory;
 use crate::domain::content::Part;
-use crate::domain::event::{Event, EventBody, Role, ShownAs, ToolCall};
+use crate::domain::event::{
+    constraint_lines, file_paths, Event, EventBody, Role, ShownAs, ToolCall,
+};
 use crate::domain::{observation, text};
 use crate::tokens::Tokenizer;
 
@@ -152,6 +154,43 @@ pub fn preview_message(
     reduced_message(event, content, Projection::Preview)
 }
 
+/// What a user's `text` says that its reference alone would not: the constraint lines it states
+/// ([`constraint_lines`]), each once and on one line of at most 200 characters, then the files
+/// it names on one line (`files named: src/a.rs, docs/b.md`), as many as fit `max_chars`
+/// together.
+fn constraint_entries(text: &str, max_chars: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut used = 0;
+    for line in constraint_lines(text) {
+        let line = text::bounded(line, 200);
+        let chars = line.chars().count() + 1;
+        if used + chars > max_chars {
+            break;
+        }
+        if !out.contains(&line) {
+            used += chars;
+            out.push(line);
+        }
+    }
+    let mut files = String::new();
+    for path in file_paths(text) {
+        let entry = if files.is_empty() {
+            format!("files named: {path}")
+        } else {
+            format!(", {path}")
+        };
+        let already = files.split([' ', ',']).any(|p| p == path);
+        if already || used + files.len() + entry.len() + 1 > max_chars {
+            continue;
+        }
+        files.push_str(&entry);
+    }
+    if !files.is_empty() {
+        out.push(files);
+    }
+    out
+}
+
 /// Writes each of `lines` on a line of its own.
 fn push_lines(content: &mut String, lines: &[String]) {
     for line in lines {
@@ -188,7 +227,9 @@ fn image_references(event: &Event, content: &mut String) {
 
 /// An event shown as its head and its tail in about `max_chars` characters, with the
 /// observation reference of the middle and at most `errors` of the middle's error lines between
-/// them. `chars` is the event's [`content_chars`]. Its `tokens` are left for the caller.
+/// them; for a user's message, the constraints its middle states instead (in at most a quarter
+/// of `max_chars`): the rules of a long request the view keeps are not left to its reference.
+/// `chars` is the event's [`content_chars`]. Its `tokens` are left for the caller.
 pub fn excerpt_message(
     event: &Event,
     max_chars: usize,
@@ -212,7 +253,11 @@ pub fn excerpt_message(
             total - offset - count(tail),
             ObservationUri(event.seq)
         );
-        push_lines(&mut content, &error_entries(middle, errors, PLACES_CHARS));
+        let lines = match event.body.role() {
+            Some(Role::User) => constraint_entries(middle, max_chars / 4),
+            _ => error_entries(middle, errors, PLACES_CHARS),
+        };
+        push_lines(&mut content, &lines);
         content.push('\n');
         content.push_str(tail);
         image_references(event, &mut content);

@@ -17,10 +17,11 @@ mod requests;
 pub use call::{CallKind, ShellOutcome, ToolCall, ARCHIVED_ARGUMENTS_KEY};
 pub use paths::{
     file_paths, named_path, reads_documents_only, walk_strings, without_patch_bodies,
-    WRITTEN_TEXT_KEYS,
+    SHELL_WRAPPERS, WRITTEN_TEXT_KEYS,
 };
 pub use requests::{
-    instructions_title, is_markup_only, is_request, request_text, stated_working_directory,
+    constraint_lines, instructions_title, is_markup_only, is_request, request_text,
+    stated_working_directory,
 };
 
 const MAX_ID_CHARS: usize = 256;

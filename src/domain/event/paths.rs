@@ -130,6 +130,16 @@ fn without_place(path: &str) -> &str {
 /// troubleshooting section) is what the document says, not an error the agent's run met.
 const DOCUMENT_EXTENSIONS: [&str; 6] = [".md", ".mdx", ".markdown", ".rst", ".adoc", ".mdc"];
 
+/// The wrappers a harness runs a command in (`["bash", "-lc", "…"]`, joined by spaces).
+pub const SHELL_WRAPPERS: [&str; 6] = [
+    "bash -lc ",
+    "bash -c ",
+    "zsh -lc ",
+    "zsh -c ",
+    "sh -c ",
+    "sh -lc ",
+];
+
 /// The programs that print a file they are given, or the lines of it they keep.
 const READERS: [&str; 9] = [
     "cat", "head", "tail", "sed", "nl", "less", "bat", "rg", "grep",
@@ -173,19 +183,12 @@ pub fn reads_documents_only(name: &str, arguments: &Value) -> bool {
     let Some(command) = text("command").or_else(|| text("cmd")) else {
         return false;
     };
-    let command = [
-        "bash -lc ",
-        "bash -c ",
-        "zsh -lc ",
-        "zsh -c ",
-        "sh -c ",
-        "sh -lc ",
-    ]
-    .iter()
-    .find_map(|shell| command.trim().strip_prefix(shell))
-    .unwrap_or(command.trim())
-    .trim()
-    .trim_matches(['"', '\'']);
+    let command = SHELL_WRAPPERS
+        .iter()
+        .find_map(|shell| command.trim().strip_prefix(shell))
+        .unwrap_or(command.trim())
+        .trim()
+        .trim_matches(['"', '\'']);
     // One pipe of readers: no list, substitution, redirection or variable.
     if command.contains(['&', ';', '>', '<', '$', '`', '(', '\n']) {
         return false;

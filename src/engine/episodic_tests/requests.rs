@@ -187,6 +187,57 @@ async fn a_long_earlier_request_is_shown_as_head_and_tail_when_folding_cannot_ma
     assert_eq!(projection(&out, long), Some(Projection::Full));
 }
 
+/// A long request shown as its head and tail names the constraints its middle states: the
+/// rules a long specification sets are not left to its reference while the view keeps it.
+#[tokio::test]
+async fn a_long_request_shown_as_head_and_tail_names_the_rules_of_its_middle() {
+    let cfg = config(8_000);
+    let spec = format!(
+        "Write the importer as specified:\n{}- Never edit the generated files.\n{}- Do not add dependencies.\nThe entry point is src/import/mod.rs, the format docs/format.md.\n{}Start with the parser.",
+        "a line of the specification\n".repeat(200),
+        "another line of the specification\n".repeat(100),
+        "a last line of the specification\n".repeat(200),
+    );
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Port the parser to the new grammar.");
+    let long = log.user(&spec);
+    for i in 0..6 {
+        log.assistant(&format!("Looking at step {i}. {}", "notes ".repeat(40)));
+        exchange(&mut log, &format!("c{i}"), "read", 1_600);
+    }
+    log.user("Now fix it.");
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    let (shown_as, content) = shown(&out, long).expect("the long request is in the view");
+    assert_eq!(shown_as, Projection::Preview, "{content}");
+    assert!(content.starts_with("Write the importer"), "{content}");
+    for rule in [
+        "- Never edit the generated files.",
+        "- Do not add dependencies.",
+    ] {
+        assert!(
+            content.contains(&format!("\n{rule}\n")),
+            "{rule} not in {content}"
+        );
+    }
+    assert!(
+        content.contains("\nfiles named: src/import/mod.rs, docs/format.md\n"),
+        "{content}"
+    );
+    assert!(
+        content.len() < spec.len() / 3,
+        "{} characters",
+        content.len()
+    );
+    assert!(
+        out.record.tokens_after <= 3_200,
+        "{}",
+        out.record.tokens_after
+    );
+}
+
 /// A PNG of one pixel, in base64.
 const PIXEL: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
 

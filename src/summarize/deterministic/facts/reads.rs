@@ -8,17 +8,7 @@
 //! substitution or other redirection; a pipe only into a reader of what it reads) is told so.
 //! Anything else keeps its own entry as it ran.
 
-use crate::domain::event::file_paths;
-
-/// The wrappers a harness runs a command in (`["bash", "-lc", "…"]`, joined by spaces).
-const SHELLS: [&str; 6] = [
-    "bash -lc ",
-    "bash -c ",
-    "zsh -lc ",
-    "zsh -c ",
-    "sh -c ",
-    "sh -lc ",
-];
+use crate::domain::event::{file_paths, SHELL_WRAPPERS};
 
 /// The longest pattern a search's action names; a longer one is told as `searched`.
 const PATTERN_CHARS: usize = 40;
@@ -170,7 +160,10 @@ fn read_or_written(command: &str) -> Option<FileAction> {
 
 /// `command` without the shell a harness wrapped it in, nor the quotes around it there.
 fn unwrapped(command: &str) -> &str {
-    let Some(inner) = SHELLS.iter().find_map(|shell| command.strip_prefix(shell)) else {
+    let Some(inner) = SHELL_WRAPPERS
+        .iter()
+        .find_map(|shell| command.strip_prefix(shell))
+    else {
         return command;
     };
     let inner = inner.trim();

@@ -1,33 +1,8 @@
 //! The sentences of messages worth keeping through a fold: a user's constraints, what the
 //! assistant found or decided.
 
-/// The lines of a user's message that state a constraint: "never…", "do not…", "must…",
-/// "always…", "only…", "without…". What the agent must keep honouring long after the turn.
-pub(super) fn constraint_lines(text: &str) -> impl Iterator<Item = &str> {
-    const WORDS: [&str; 8] = [
-        " never ",
-        " do not ",
-        " don't ",
-        " must ",
-        " always ",
-        " only ",
-        " without ",
-        " should not ",
-    ];
-    text.lines()
-        .map(str::trim)
-        .filter(|line| says_any(line, 8, &WORDS))
-}
-
-/// Whether `text`, at least `min_len` bytes long, holds one of `words` in any case. The words
-/// are lower case, with a space on each side that must be a word's edge.
-fn says_any(text: &str, min_len: usize, words: &[&str]) -> bool {
-    if text.len() < min_len {
-        return false;
-    }
-    let lower = format!(" {} ", text.to_lowercase());
-    words.iter().any(|w| lower.contains(w))
-}
+pub(super) use crate::domain::event::constraint_lines;
+use crate::domain::text::says_any;
 
 /// The sentences of an assistant's message that say what it found or decided, and why: "…
 /// because …", "the issue is …", "instead of …", "… didn't work". A fold keeps them, so that the

@@ -210,6 +210,16 @@ fn blanked(text: &str, kept: impl Fn(Option<char>, Option<char>) -> bool) -> Str
     out
 }
 
+/// Whether `text`, at least `min_len` bytes long, holds one of `words` in any case. The words
+/// are lower case, with a space on each side that must be a word's edge.
+pub fn says_any(text: &str, min_len: usize, words: &[&str]) -> bool {
+    if text.len() < min_len {
+        return false;
+    }
+    let lower = format!(" {} ", text.to_lowercase());
+    words.iter().any(|w| lower.contains(w))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,14 +336,4 @@ mod tests {
             proptest::prop_assert!(text.starts_with(kept));
         }
     }
-}
-
-/// Whether `text`, at least `min_len` bytes long, holds one of `words` in any case. The words
-/// are lower case, with a space on each side that must be a word's edge.
-pub fn says_any(text: &str, min_len: usize, words: &[&str]) -> bool {
-    if text.len() < min_len {
-        return false;
-    }
-    let lower = format!(" {} ", text.to_lowercase());
-    words.iter().any(|w| lower.contains(w))
 }

@@ -2,6 +2,7 @@
 //! content, the summary message and placeholder results.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt::Write;
 
 use crate::domain::compaction::{Projection, Summary, ViewMessage, NOT_AVAILABLE};
@@ -158,7 +159,7 @@ pub fn preview_message(
 /// ([`constraint_lines`]), each once and on one line of at most 200 characters, then the files
 /// it names on one line (`files named: src/a.rs, docs/b.md`), as many as fit `max_chars`
 /// together.
-fn constraint_entries(text: &str, max_chars: usize) -> Vec<String> {
+fn request_entries(text: &str, max_chars: usize) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut used = 0;
     for line in constraint_lines(text) {
@@ -173,16 +174,17 @@ fn constraint_entries(text: &str, max_chars: usize) -> Vec<String> {
         }
     }
     let mut files = String::new();
+    let mut named = HashSet::new();
     for path in file_paths(text) {
         let entry = if files.is_empty() {
             format!("files named: {path}")
         } else {
             format!(", {path}")
         };
-        let already = files.split([' ', ',']).any(|p| p == path);
-        if already || used + files.len() + entry.len() + 1 > max_chars {
+        if named.contains(path) || used + files.len() + entry.len() + 1 > max_chars {
             continue;
         }
+        named.insert(path);
         files.push_str(&entry);
     }
     if !files.is_empty() {
@@ -254,7 +256,7 @@ pub fn excerpt_message(
             ObservationUri(event.seq)
         );
         let lines = match event.body.role() {
-            Some(Role::User) => constraint_entries(middle, max_chars / 4),
+            Some(Role::User) => request_entries(middle, max_chars / 4),
             _ => error_entries(middle, errors, PLACES_CHARS),
         };
         push_lines(&mut content, &lines);

@@ -16,8 +16,8 @@ mod paths;
 mod requests;
 pub use call::{CallKind, ShellOutcome, ToolCall, ARCHIVED_ARGUMENTS_KEY};
 pub use paths::{
-    file_paths, named_path, reads_documents_only, walk_strings, without_patch_bodies,
-    SHELL_WRAPPERS, WRITTEN_TEXT_KEYS,
+    argument_text, file_paths, named_path, reads_documents_only, walk_strings,
+    without_patch_bodies, SHELL_WRAPPERS, WRITTEN_TEXT_KEYS,
 };
 pub use requests::{
     constraint_lines, instructions_title, is_markup_only, is_request, request_text,

@@ -125,6 +125,27 @@ fn without_place(path: &str) -> &str {
     file
 }
 
+/// The text an argument value shows: strings as they are, lists of scalars joined by spaces.
+pub fn argument_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Array(items) => {
+            let parts: Vec<String> = items
+                .iter()
+                .filter_map(|v| match v {
+                    Value::String(s) => Some(s.clone()),
+                    Value::Number(n) => Some(n.to_string()),
+                    _ => None,
+                })
+                .collect();
+            (!parts.is_empty()).then(|| parts.join(" "))
+        }
+        _ => None,
+    }
+}
+
 /// The extensions of files written as prose for people to read (Markdown, reStructuredText,
 /// AsciiDoc): what such a file says of errors (`- Errors: { error: { code, message } }`, a
 /// troubleshooting section) is what the document says, not an error the agent's run met.
@@ -162,16 +183,6 @@ pub fn reads_documents_only(name: &str, arguments: &Value) -> bool {
         let word = word.trim_matches(['"', '\'']).to_ascii_lowercase();
         DOCUMENT_EXTENSIONS.iter().any(|e| word.ends_with(e)) && !word.contains('*')
     };
-    let text = |key: &str| -> Option<String> {
-        match map.get(key)? {
-            Value::String(s) => Some(s.clone()),
-            Value::Array(items) => {
-                let words: Option<Vec<&str>> = items.iter().map(Value::as_str).collect();
-                words.map(|w| w.join(" "))
-            }
-            _ => None,
-        }
-    };
     let name = name.to_ascii_lowercase();
     let viewing = map.get("command").and_then(Value::as_str) == Some("view");
     if READING_TOOLS.contains(&name.as_str()) || viewing {
@@ -180,6 +191,7 @@ pub fn reads_documents_only(name: &str, arguments: &Value) -> bool {
             .find_map(|key| map.get(*key)?.as_str());
         return path.is_some_and(is_document);
     }
+    let text = |key: &str| map.get(key).and_then(argument_text);
     let Some(command) = text("command").or_else(|| text("cmd")) else {
         return false;
     };

@@ -9,7 +9,8 @@ use serde_json::Value;
 use super::super::*;
 pub(in crate::summarize::deterministic) use crate::domain::event::file_paths;
 use crate::domain::event::{
-    reads_documents_only, walk_strings, without_patch_bodies, ToolCall, WRITTEN_TEXT_KEYS,
+    argument_text, reads_documents_only, walk_strings, without_patch_bodies, ToolCall,
+    WRITTEN_TEXT_KEYS,
 };
 
 impl Digest {
@@ -273,25 +274,4 @@ pub(super) fn unshown_paths(text: &str, shown: &str) -> Vec<String> {
         .filter(|p| !shown.contains(p) && seen.insert(*p))
         .map(|p| one_line(p, TOUCHED_CHARS))
         .collect()
-}
-
-/// The text an argument value shows: strings as they are, lists of scalars joined by spaces.
-fn argument_text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        Value::Array(items) => {
-            let parts: Vec<String> = items
-                .iter()
-                .filter_map(|v| match v {
-                    Value::String(s) => Some(s.clone()),
-                    Value::Number(n) => Some(n.to_string()),
-                    _ => None,
-                })
-                .collect();
-            (!parts.is_empty()).then(|| parts.join(" "))
-        }
-        _ => None,
-    }
 }

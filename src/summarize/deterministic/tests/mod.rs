@@ -3,6 +3,7 @@
 
 mod digest;
 mod errors;
+mod file_actions;
 mod findings;
 mod touched;
 

@@ -187,6 +187,32 @@ async fn an_output_wrapped_in_one_line_of_json_names_its_error_line() {
     );
 }
 
+/// A long Markdown document read whole and shown reduced names none of its lines about
+/// errors: they are the document's text, no error seen. The same text printed by a build
+/// names them.
+#[tokio::test]
+async fn a_document_read_shown_reduced_names_none_of_its_lines_about_errors() {
+    let rules = |range: std::ops::Range<usize>| -> String {
+        range
+            .map(|i| format!("- Rule {i}: keep each handler small.\n"))
+            .collect()
+    };
+    let mut text = rules(0..1_500);
+    // A troubleshooting section quotes the errors a reader may meet.
+    text.push_str("error[E0599]: no method named `handle` found for struct `Router`\n");
+    text.push_str("TypeError: a handler that throws is logged with the request id\n");
+    text.push_str(&rules(1_500..3_000));
+    let built = output_shown(16_000, "cargo build", &text).await;
+    assert!(built.contains("error[E0599]"), "{built}");
+    assert!(built.contains("TypeError:"), "{built}");
+    for command in ["cat docs/api.md", "sed -n '1,4000p' docs/API.MD"] {
+        let read = output_shown(16_000, command, &text).await;
+        assert!(read.contains("recall observation://"), "{read}");
+        assert!(!read.contains("E0599"), "{command}: {read}");
+        assert!(!read.contains("TypeError"), "{command}: {read}");
+    }
+}
+
 /// How many error lines the view of a window shows of one large build output, checking that
 /// the next call shows it the same way.
 async fn error_lines_named(window: u32, text: &str) -> usize {
@@ -199,12 +225,18 @@ async fn error_lines_named(window: u32, text: &str) -> usize {
 /// What the view of a window shows of one large build output, checking that the next call
 /// shows it the same way.
 async fn error_lines_shown(window: u32, text: &str) -> String {
+    output_shown(window, "cargo build", text).await
+}
+
+/// What the view of a window shows of one large output of shell `command`, checking that the
+/// next call shows it the same way.
+async fn output_shown(window: u32, command: &str, text: &str) -> String {
     let config = config(window);
     let mut log = Log::default();
     log.system("sys");
     log.user("Build it.");
     log.push(json!({"type": "message", "role": "assistant",
-        "tool_calls": [{"id": "b", "name": "shell", "arguments": {"command": "cargo build"}}]}));
+        "tool_calls": [{"id": "b", "name": "shell", "arguments": {"command": command}}]}));
     let seq = log.push(
         json!({"type": "message", "role": "tool", "tool_call_id": "b",
         "name": "shell", "content": text}),

@@ -126,6 +126,7 @@ pub fn preview_message(
     chars: i64,
     errors: usize,
 ) -> ViewMessage<'_> {
+    let errors = errors_named(event, errors);
     let key = [max_chars as i64, errors as i64, chars];
     let content = event.derived.shown(ShownAs::Preview, key, || {
         let (text, total) = shown_text(event, chars);
@@ -193,6 +194,17 @@ fn request_entries(text: &str, max_chars: usize) -> Vec<String> {
     out
 }
 
+/// How many error lines `event` shown reduced names, of at most `errors`: none for the
+/// result of a call that only read documents, whose lines about errors (`- Error format: …`)
+/// are the documents' text, no error seen.
+fn errors_named(event: &Event, errors: usize) -> usize {
+    if event.derived.answers_document_read() {
+        0
+    } else {
+        errors
+    }
+}
+
 /// Writes each of `lines` on a line of its own.
 fn push_lines(content: &mut String, lines: &[String]) {
     for line in lines {
@@ -238,6 +250,7 @@ pub fn excerpt_message(
     chars: i64,
     errors: usize,
 ) -> ViewMessage<'_> {
+    let errors = errors_named(event, errors);
     let key = [max_chars as i64, errors as i64, chars];
     let content = event.derived.shown(ShownAs::Excerpt, key, || {
         let (text, total) = shown_text(event, chars);
@@ -304,6 +317,7 @@ fn referenced(
     kind: ShownAs,
     head: impl Fn(i64, ObservationUri) -> String,
 ) -> ViewMessage<'_> {
+    let errors = errors_named(event, errors);
     let content = event.derived.shown(kind, [0, errors as i64, chars], || {
         let (text, total) = shown_text(event, chars);
         let mut content = head(total, ObservationUri(event.seq));

@@ -144,6 +144,29 @@ pub(super) fn collapsible(event: &Event) -> bool {
         }
 }
 
+/// How far before a tool result its call is looked for: a turn's calls and the results of
+/// those before it. A result whose call is further is taken as any other.
+const CALL_LOOKBACK: usize = 64;
+
+/// Notes on tool result `events[i]` the call it answers, once (see
+/// [`Derived::answers_call`](crate::domain::event::Derived::answers_call)): its error lines
+/// are left out where the view shows it reduced when that call only read documents. The
+/// result's first compaction looks back a few events; the next ones do nothing.
+fn note_the_call_answered(events: &[Event], i: usize) {
+    let result = &events[i];
+    let Some(id) = result.body.tool_call_id() else {
+        return;
+    };
+    if result.derived.knows_its_call() {
+        return;
+    }
+    let before = events[i.saturating_sub(CALL_LOOKBACK)..i].iter().rev();
+    let call = before
+        .flat_map(|e| e.body.tool_calls())
+        .find(|call| call.id == id);
+    result.derived.answers_call(call);
+}
+
 pub(super) fn is_tool_result(event: &Event) -> bool {
     event.body.tool_call_id().is_some()
 }
@@ -166,6 +189,7 @@ impl<'a> Working<'a> {
             .rposition(|e| e.body.role() == Some(Role::User))
             .map_or(0, |i| i + 1);
         for (i, event) in events.iter().enumerate() {
+            note_the_call_answered(events, i);
             let item = match state.reduced.get(&event.seq) {
                 Some(r) => Live {
                     event,

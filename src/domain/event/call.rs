@@ -108,6 +108,11 @@ impl ToolCall {
         }
     }
 
+    /// Whether the call only reads or searches documents (see [`super::reads_documents_only`]).
+    pub fn reads_documents_only(&self) -> bool {
+        super::reads_documents_only(&self.name, &self.arguments_value())
+    }
+
     /// The arguments as a value: the JSON text a provider sent parsed, an object as it is; a
     /// text that is not JSON (a freeform tool's input) as that string.
     pub fn arguments_value(&self) -> Cow<'_, Value> {

@@ -352,12 +352,13 @@ pub struct Event {
 }
 
 /// What a replica works out from an event once and keeps while it holds the event: the text
-/// of each way the event can be shown reduced. A view shows many items reduced, and each would
-/// otherwise be cut and searched for its error lines again on every call. It never makes two
-/// events differ.
+/// of each way the event can be shown reduced, and for a tool result whether its call only
+/// read documents. A view shows many items reduced, and each would otherwise be cut and
+/// searched for its error lines again on every call. It never makes two events differ.
 #[derive(Debug, Clone, Default)]
 pub struct Derived {
     shown: [std::sync::OnceLock<ShownText>; 5],
+    answers_document_read: std::sync::OnceLock<bool>,
 }
 
 /// The ways the engine shows an event reduced, each kept with the event once made.
@@ -389,6 +390,25 @@ impl Derived {
         } else {
             Cow::Owned(make())
         }
+    }
+
+    /// Whether this tool result answers a call that only read documents
+    /// ([`reads_documents_only`]): its lines about errors are the documents' text, none an
+    /// error seen. False until [`answers_call`](Self::answers_call) said otherwise.
+    pub fn answers_document_read(&self) -> bool {
+        self.answers_document_read.get().copied().unwrap_or(false)
+    }
+
+    /// Notes the call this tool result answers (`None`: it is not at hand), once: a later
+    /// note changes nothing.
+    pub fn answers_call(&self, call: Option<&ToolCall>) {
+        self.answers_document_read
+            .get_or_init(|| call.is_some_and(ToolCall::reads_documents_only));
+    }
+
+    /// Whether the call this tool result answers has been noted.
+    pub fn knows_its_call(&self) -> bool {
+        self.answers_document_read.get().is_some()
     }
 
     /// The bytes the kept texts hold.

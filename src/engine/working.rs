@@ -188,9 +188,19 @@ impl<'a> Working<'a> {
             .iter()
             .rposition(|e| e.body.role() == Some(Role::User))
             .map_or(0, |i| i + 1);
+        debug_assert!(
+            events.windows(2).all(|w| w[0].seq < w[1].seq),
+            "in seq order"
+        );
+        // The reduced items are in seq order too: one walk beside the events finds each.
+        let mut reduced = state.reduced.iter().peekable();
         for (i, event) in events.iter().enumerate() {
             note_the_call_answered(events, i);
-            let item = match state.reduced.get(&event.seq) {
+            while reduced.next_if(|(&seq, _)| seq < event.seq).is_some() {}
+            let item = match reduced
+                .next_if(|(&seq, _)| seq == event.seq)
+                .map(|(_, r)| r)
+            {
                 Some(r) => Live {
                     event,
                     projection: r.projection,
@@ -305,17 +315,19 @@ impl<'a> Working<'a> {
 
     /// The view's messages with tool pairs repaired, and their total tokens.
     pub(super) fn render(&self) -> (Vec<ViewMessage<'a>>, Repairs, i64) {
-        let mut messages = Vec::with_capacity(self.kept.len() + self.live.len() + 1);
-        messages.extend(self.in_order().map(|l| l.message(self.error_lines)));
-        // The summary and the memory go right after the leading system prompts.
-        let at = messages
-            .iter()
-            .take_while(|m| m.role == Role::System)
-            .count();
-        let heads = [&self.summary_message, &self.memory_message];
-        for (i, message) in heads.into_iter().flatten().enumerate() {
-            messages.insert(at + i, message.clone());
+        let mut messages = Vec::with_capacity(self.kept.len() + self.live.len() + 2);
+        let mut items = self
+            .in_order()
+            .map(|l| l.message(self.error_lines))
+            .peekable();
+        // The summary and the memory go right after the leading system prompts (written in
+        // place: inserted, they would move every message after them).
+        while let Some(system) = items.next_if(|m| m.role == Role::System) {
+            messages.push(system);
         }
+        let heads = [&self.summary_message, &self.memory_message];
+        messages.extend(heads.into_iter().flatten().cloned());
+        messages.extend(items);
         let (messages, repairs) = repair::repair(messages, self.tokenizer);
         let tokens = messages.iter().map(|m| m.tokens).sum();
         debug_assert_eq!(tokens, self.tokens(), "the view costs what `tokens` counts");

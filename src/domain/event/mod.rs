@@ -16,7 +16,7 @@ mod paths;
 mod requests;
 pub use call::{CallKind, ShellOutcome, ToolCall, ARCHIVED_ARGUMENTS_KEY};
 pub use paths::{
-    argument_text, file_paths, named_path, reads_documents_only, walk_strings,
+    argument_text, editor_command, file_paths, named_path, reads_documents_only, walk_strings,
     without_patch_bodies, SHELL_WRAPPERS, WRITTEN_TEXT_KEYS,
 };
 pub use requests::{

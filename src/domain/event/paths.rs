@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// Tool-call argument keys whose value is text an agent writes into a file (Claude Code's
 /// Write, Edit, MultiEdit and NotebookEdit, the text editor tool's `create`, `str_replace` and
@@ -170,6 +170,17 @@ const READERS: [&str; 9] = [
 /// usual names of others).
 const READING_TOOLS: [&str; 5] = ["read", "read_file", "view", "view_file", "open_file"];
 
+/// What the text editor tool (Anthropic's `str_replace_based_edit_tool`, OpenHands' and
+/// SWE-agent's `str_replace_editor`) was asked to do, whatever the tool is named: its
+/// `command` argument when that is one of the editor's (`view`, `create`, `str_replace`,
+/// `insert`, `undo_edit`) beside a `path`. That `command` is no shell command; it is what the
+/// call did to the file.
+pub fn editor_command(arguments: &Map<String, Value>) -> Option<&str> {
+    const EDITOR_COMMANDS: [&str; 5] = ["view", "create", "str_replace", "insert", "undo_edit"];
+    let command = arguments.get("command")?.as_str()?;
+    (EDITOR_COMMANDS.contains(&command) && arguments.contains_key("path")).then_some(command)
+}
+
 /// Whether a tool call (its `name` and its `arguments`, an object) did nothing but read or
 /// search documents ([`DOCUMENT_EXTENSIONS`]): a reading tool on one (`Read` of
 /// `docs/architecture.md`, the text editor's `view`), or a shell command whose programs only
@@ -184,7 +195,7 @@ pub fn reads_documents_only(name: &str, arguments: &Value) -> bool {
         DOCUMENT_EXTENSIONS.iter().any(|e| word.ends_with(e)) && !word.contains('*')
     };
     let name = name.to_ascii_lowercase();
-    let viewing = map.get("command").and_then(Value::as_str) == Some("view");
+    let viewing = editor_command(map) == Some("view");
     if READING_TOOLS.contains(&name.as_str()) || viewing {
         let path = ["file_path", "path", "filePath", "target_file"]
             .iter()

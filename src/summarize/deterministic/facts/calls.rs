@@ -9,8 +9,8 @@ use serde_json::Value;
 use super::super::*;
 pub(in crate::summarize::deterministic) use crate::domain::event::file_paths;
 use crate::domain::event::{
-    argument_text, reads_documents_only, walk_strings, without_patch_bodies, ToolCall,
-    WRITTEN_TEXT_KEYS,
+    argument_text, editor_command, reads_documents_only, walk_strings, without_patch_bodies,
+    ToolCall, WRITTEN_TEXT_KEYS,
 };
 
 impl Digest {
@@ -29,10 +29,16 @@ impl Digest {
         let mut named = Vec::new();
         if let Some(Value::Object(map)) = arguments {
             let moved_to = self.directory_moved_to(map);
+            // The text editor's command is what it did to the file, no command run.
+            let editing = editor_command(map);
             for key in PATH_KEYS.iter().chain(&COMMAND_KEYS).chain(&OTHER_KEYS) {
                 let Some(value) = map.get(*key).and_then(argument_text) else {
                     continue;
                 };
+                if editing.is_some() && COMMAND_KEYS.contains(key) {
+                    named.push(format!("{key}={}", one_line(&value, ARGUMENT_CHARS)));
+                    continue;
+                }
                 // A command is shown without the text of its here-documents.
                 let shown_value = match COMMAND_KEYS.contains(key) {
                     true => without_here_documents(&value),
@@ -40,13 +46,9 @@ impl Digest {
                 };
                 if PATH_KEYS.contains(key) {
                     let path = one_line(&value, TOUCHED_CHARS);
-                    self.push(
-                        Section::Touched,
-                        format!(
-                            "{path}{LAST_ACTION}{})",
-                            one_line(&call.name, ARGUMENT_CHARS)
-                        ),
-                    );
+                    let action = editing.unwrap_or(&call.name);
+                    let action = one_line(action, ARGUMENT_CHARS);
+                    self.push(Section::Touched, format!("{path}{LAST_ACTION}{action})"));
                     paths.push(path);
                 } else if COMMAND_KEYS.contains(key) {
                     let shown = match &moved_to {

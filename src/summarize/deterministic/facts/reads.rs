@@ -34,7 +34,7 @@ pub(super) fn changes(action: &str) -> bool {
     ];
     // Tools that change the file their path argument names (Claude Code's, the text editor
     // tool's, and the usual names of others).
-    const EDITING_TOOLS: [&str; 10] = [
+    const EDITING_TOOLS: [&str; 11] = [
         "edit",
         "multiedit",
         "write",
@@ -42,6 +42,7 @@ pub(super) fn changes(action: &str) -> bool {
         "create",
         "str_replace",
         "insert",
+        "undo_edit",
         "str_replace_editor",
         "str_replace_based_edit_tool",
         "write_file",

@@ -299,3 +299,49 @@ fn a_working_directory_longer_than_an_entry_or_a_doubled_slash_is_not_taken() {
     let text = &out.summary.text;
     assert!(!lists_file(text, "/src/lib.rs", "edit"), "{text}");
 }
+
+/// The text editor tool (`str_replace_editor`, `str_replace_based_edit_tool`) names what it
+/// did to its file in its `command` argument: the file is listed with that action, a `view` is
+/// no change (a view after an edit leaves the edit as the file's last change), and the
+/// editor's command is no shell command run (`$ view → ok`).
+#[test]
+fn the_text_editors_command_is_what_it_did_to_the_file_not_a_command_run() {
+    let calls = [
+        ("str_replace_editor", "view", "/repo/Makefile"),
+        ("str_replace_editor", "str_replace", "/repo/src/match.c"),
+        ("str_replace_editor", "view", "/repo/src/match.c"),
+        ("str_replace_based_edit_tool", "create", "/repo/src/new.c"),
+        (
+            "str_replace_based_edit_tool",
+            "undo_edit",
+            "/repo/src/old.c",
+        ),
+    ];
+    let mut events = vec![user(1, "fix the match of iso fields")];
+    for (i, (tool, command, path)) in calls.iter().enumerate() {
+        let seq = 2 + 2 * i as i64;
+        let id = format!("c{seq}");
+        let arguments = json!({ "command": command, "path": path, "old_str": "a", "new_str": "b" });
+        events.push(call(seq, &id, tool, arguments));
+        events.push(result(seq + 1, &id, "done", false));
+    }
+    let out = run(&Summary::default(), &events, 8_000);
+    let text = &out.summary.text;
+    for (file, action) in [
+        ("/repo/Makefile", "view"),
+        ("/repo/src/match.c", "str_replace"),
+        ("/repo/src/new.c", "create"),
+        ("/repo/src/old.c", "undo_edit"),
+    ] {
+        assert!(
+            lists_file(text, file, action),
+            "{file} ({action}) in\n{text}"
+        );
+    }
+    for command in ["view", "str_replace", "create", "undo_edit"] {
+        assert!(
+            !text.contains(&format!("$ {command}")),
+            "{command} in\n{text}"
+        );
+    }
+}

@@ -89,6 +89,23 @@ impl CachedView {
             .extend(newer.into_iter().filter(|e| e.seq > newest));
     }
 
+    /// Drops the events `state` no longer shows. What a view shows changes when its checkpoint
+    /// moves (folding is what moves it, and what adds kept events), and when kept events leave
+    /// while it stays: the episodic policy collapses an older request or a pinned message into
+    /// the summary when nothing after the checkpoint can fold.
+    fn keep_shown(&mut self, state: &CompactionState) {
+        // The events are in seq order; those at or before the checkpoint are kept ones.
+        let kept = self
+            .events
+            .partition_point(|e| e.seq <= state.checkpoint_seq);
+        let moved = self.checkpoint != state.checkpoint_seq;
+        if (moved || kept > state.kept.len()) && !self.events.is_empty() {
+            let shown = |seq: i64| seq > state.checkpoint_seq || state.kept.contains(&seq);
+            self.events.retain(|e| shown(e.seq));
+            self.fragments.retain(shown);
+        }
+    }
+
     /// Brings the view to `state`, reading from the store only what it lacks. `current` says
     /// that the events after the newest cached one were just read (by [`CachedView::extend`]):
     /// then the store is asked only for what `state` shows that the view does not hold.
@@ -104,13 +121,7 @@ impl CachedView {
         if self.checkpoint > state.checkpoint_seq {
             self = Self::default();
         }
-        // What a view shows changes only when its checkpoint moves (folding is what moves it,
-        // and what adds kept events).
-        if self.checkpoint != state.checkpoint_seq && !self.events.is_empty() {
-            let shown = |seq: i64| seq > state.checkpoint_seq || state.kept.contains(&seq);
-            self.events.retain(|e| shown(e.seq));
-            self.fragments.retain(shown);
-        }
+        self.keep_shown(state);
         // The events are in seq order.
         let missing: Vec<i64> = state
             .kept
@@ -308,6 +319,34 @@ mod tests {
     }
 
     const MB: usize = 1024 * 1024;
+
+    /// A kept event that leaves the view while the checkpoint stays (the episodic policy
+    /// collapsing an older request into the summary) leaves the cached view too: a replica
+    /// that cached it shows what one reading the view afresh shows.
+    #[test]
+    fn a_kept_event_that_leaves_without_the_checkpoint_moving_leaves_the_cached_view() {
+        let mut view = view_of(
+            (1..=6)
+                .map(|seq| event(seq, "ok", Value::Null, None))
+                .collect(),
+        );
+        view.checkpoint = 4;
+        let mut state = CompactionState {
+            checkpoint_seq: 4,
+            kept: vec![1, 2, 3, 4],
+            ..CompactionState::default()
+        };
+        let seqs = |view: &CachedView| view.events.iter().map(|e| e.seq).collect::<Vec<_>>();
+        view.keep_shown(&state);
+        assert_eq!(seqs(&view), [1, 2, 3, 4, 5, 6]);
+        state.kept = vec![3, 1];
+        view.keep_shown(&state);
+        assert_eq!(seqs(&view), [1, 3, 5, 6]);
+        state.checkpoint_seq = 5;
+        state.kept = vec![1];
+        view.keep_shown(&state);
+        assert_eq!(seqs(&view), [1, 6]);
+    }
 
     /// An event whose text is two bytes and whose `what` holds `big`.
     fn heavy(what: &str, big: &str) -> Event {

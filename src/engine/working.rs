@@ -6,6 +6,8 @@ mod fold;
 pub(super) use fold::is_user_request;
 mod reduce;
 
+use std::collections::HashSet;
+
 use uuid::Uuid;
 
 use super::render::Format;
@@ -184,18 +186,31 @@ impl<'a> Working<'a> {
     ) -> Self {
         let mut kept = Vec::new();
         let mut live = Vec::new();
-        let loop_from = events
-            .iter()
-            .rposition(|e| e.body.role() == Some(Role::User))
-            .map_or(0, |i| i + 1);
         debug_assert!(
             events.windows(2).all(|w| w[0].seq < w[1].seq),
             "in seq order"
         );
+        // At or before the checkpoint only what the state keeps is shown, whatever `events`
+        // holds: the events of the view before a fold (which the next fold is planned over)
+        // hold some the fold left out. Counting them spares the check when there are none.
+        let at_or_before = events.partition_point(|e| e.seq <= state.checkpoint_seq);
+        let kept_only: Option<HashSet<i64>> =
+            (at_or_before != state.kept.len()).then(|| state.kept.iter().copied().collect());
+        let shown = |event: &Event| {
+            event.seq > state.checkpoint_seq
+                || kept_only.as_ref().is_none_or(|k| k.contains(&event.seq))
+        };
+        let loop_from = events
+            .iter()
+            .rposition(|e| shown(e) && e.body.role() == Some(Role::User))
+            .map_or(0, |i| i + 1);
         // The reduced items are in seq order too: one walk beside the events finds each.
         let mut reduced = state.reduced.iter().peekable();
         for (i, event) in events.iter().enumerate() {
             note_the_call_answered(events, i);
+            if !shown(event) {
+                continue;
+            }
             while reduced.next_if(|(&seq, _)| seq < event.seq).is_some() {}
             let item = match reduced
                 .next_if(|(&seq, _)| seq == event.seq)

@@ -285,3 +285,36 @@ async fn full_summarises_the_head_without_splitting_a_tool_pair() {
     );
     assert_eq!(out.record.repairs.orphan_results_dropped, 0);
 }
+
+/// The engine shows what the state keeps, whatever events it is handed: those a fold left out
+/// (the view before the compaction's fold, which the next fold is planned over) are not taken
+/// for kept ones, so the view and the next fold are those of the events the state shows.
+#[tokio::test]
+async fn events_a_fold_left_out_are_not_taken_for_kept_ones() {
+    let config = config(4_000);
+    let mut log = Log::default();
+    log.system("You are a careful agent.");
+    log.user("Read every module.");
+    let mut state = CompactionState::default();
+    for i in 0..40 {
+        if i % 8 == 0 {
+            log.user(&format!("Now the modules of part {i}."));
+        }
+        log.exchange(&format!("c{i}"), 600);
+        state = run(&config, &state, &log, 0, Mode::Auto, 0)
+            .await
+            .unwrap()
+            .state;
+    }
+    let shown = log.view_events(&state);
+    assert!(state.checkpoint_seq > 0 && shown.len() < log.events.len());
+    let format = crate::engine::render::Format::Raw;
+    let (view, tokens) = super::super::current_view(&config, &state, &shown, format);
+    let (handed_all, all_tokens) = super::super::current_view(&config, &state, &log.events, format);
+    assert_eq!(handed_all, view);
+    assert_eq!(all_tokens, tokens);
+    assert_eq!(
+        super::super::next_fold(&config, &state, &log.events, format),
+        super::super::next_fold(&config, &state, &shown, format)
+    );
+}

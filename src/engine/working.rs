@@ -207,10 +207,10 @@ impl<'a> Working<'a> {
         // The reduced items are in seq order too: one walk beside the events finds each.
         let mut reduced = state.reduced.iter().peekable();
         for (i, event) in events.iter().enumerate() {
-            note_the_call_answered(events, i);
             if !shown(event) {
                 continue;
             }
+            note_the_call_answered(events, i);
             while reduced.next_if(|(&seq, _)| seq < event.seq).is_some() {}
             let item = match reduced
                 .next_if(|(&seq, _)| seq == event.seq)

@@ -140,6 +140,8 @@ impl Reason {
 
 /// A value of an anchor that says nothing.
 pub const NOT_AVAILABLE: &str = "N/A";
+/// Joins the intent anchor's first request to the latest: `Fix the bug (latest request: Ship it.)`.
+pub const LATEST_REQUEST: &str = " (latest request: ";
 
 /// The five structured anchors a summary keeps, merged incrementally.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

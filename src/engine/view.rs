@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt::Write;
 
-use crate::domain::compaction::{Projection, Summary, ViewMessage, NOT_AVAILABLE};
+use crate::domain::compaction::{Projection, Summary, ViewMessage};
 use crate::domain::condensation::Memory;
 use crate::domain::content::Part;
 use crate::domain::event::{
@@ -14,6 +14,7 @@ use crate::domain::event::{
 use crate::domain::{observation, text};
 use crate::tokens::Tokenizer;
 
+mod anchors;
 mod archived;
 mod errors;
 
@@ -349,20 +350,7 @@ pub fn summary_message(
     if !summary.text.trim().is_empty() {
         text.push_str("\n\n");
         text.push_str(summary.text.trim());
-        let a = &summary.anchors;
-        let anchors = [
-            ("User intent", &a.user_intent),
-            ("Progress", &a.execution_progress),
-            ("Key decisions", &a.key_decision),
-            ("Tried", &a.tried_solution),
-            ("Next step", &a.next_step),
-        ];
-        if anchors.iter().any(|(_, v)| v.as_str() != NOT_AVAILABLE) {
-            text.push_str("\n\nAnchors:");
-            for (label, value) in anchors {
-                let _ = write!(text, "\n- {label}: {value}");
-            }
-        }
+        anchors::push_anchors(&mut text, summary.text.trim(), &summary.anchors);
     }
     // Bound what the anchors add, like the summary itself.
     text::cut_marked(&mut text, max_chars + 2_000, "\n[…]");

@@ -95,6 +95,18 @@ on_both_backends! {
         assert!(text.contains("first request 0"), "the first request survives: {text}");
         assert_ne!(second["anchors"]["user_intent"], "N/A");
 
+        // The view's summary message names an anchor only where it adds to the summary: no
+        // "N/A" line, and no request or plan the summary above already quotes.
+        let view = compact(&app, &id, json!({"format": "raw", "mode": "dry_run"})).await;
+        let summary = view["view"]["items"][1]["content"].as_str().unwrap();
+        assert!(summary.starts_with("[ctxd: summary"), "{summary}");
+        assert!(!summary.contains("N/A"), "{summary}");
+        let anchors = summary.split("\n\nAnchors:").nth(1).unwrap_or_default();
+        assert!(!anchors.contains("User intent:") && !anchors.contains("Next step:"), "{summary}");
+        let record = &view["record"]["anchors"];
+        assert!(record["user_intent"].as_str().unwrap().contains("request"), "{record}");
+        assert!(summary.contains("Progress: recent tool calls: shell"), "{summary}");
+
         // Every acting compaction is listed, newest first, and each can be fetched.
         let listed = app.get(&format!("/sessions/{id}/compactions?limit=200")).await.body;
         let ids: Vec<&str> = listed["compactions"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();

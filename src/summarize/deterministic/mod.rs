@@ -61,7 +61,6 @@ const ERRORS_SHARE: f64 = 0.5;
 const PROGRESS_ITEMS: usize = 3;
 
 const ELLIPSIS: char = '…';
-const LATEST_REQUEST: &str = " (latest request: ";
 
 /// Argument keys that name a file or directory.
 const PATH_KEYS: [&str; 8] = [

@@ -14,7 +14,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 use super::*;
-use crate::domain::compaction::{is_unknown, Anchors, NOT_AVAILABLE};
+use crate::domain::compaction::{is_unknown, Anchors, LATEST_REQUEST, NOT_AVAILABLE};
 use crate::domain::event::{
     instructions_title, is_markup_only, request_text, stated_working_directory, Event, EventBody,
     Role,

@@ -1,0 +1,140 @@
+//! The anchors under the summary in a view: those that say something the summary above them
+//! does not. The record and the context endpoint keep all five; the view leaves out a line
+//! that is "N/A" or that repeats the summary (the deterministic summary quotes the first and
+//! latest requests and the last stated plan that its intent and next-step anchors hold).
+
+use std::fmt::Write;
+
+use memchr::memmem;
+
+use crate::domain::compaction::{is_unknown, Anchors, LATEST_REQUEST};
+
+/// Writes `\n\nAnchors:` and a line for each anchor of `anchors` worth showing under
+/// `summary`; nothing when none is.
+pub(super) fn push_anchors(text: &mut String, summary: &str, anchors: &Anchors) {
+    let lines = [
+        ("User intent", &anchors.user_intent),
+        ("Progress", &anchors.execution_progress),
+        ("Key decisions", &anchors.key_decision),
+        ("Tried", &anchors.tried_solution),
+        ("Next step", &anchors.next_step),
+    ];
+    let mut header = false;
+    for (label, value) in lines {
+        if is_unknown(value) || already_said(summary, value) {
+            continue;
+        }
+        if !header {
+            text.push_str("\n\nAnchors:");
+            header = true;
+        }
+        let _ = write!(text, "\n- {label}: {value}");
+    }
+}
+
+/// Whether `summary` says all that `value` says: each of its parts (an intent's first and
+/// latest requests) found whole in it, up to the ellipsis that cuts the part, with whitespace
+/// and quote marks (`>`) read as nothing, since the summary quotes what an anchor puts on one
+/// line.
+fn already_said(summary: &str, value: &str) -> bool {
+    value.split(LATEST_REQUEST).all(|part| {
+        let part = part
+            .strip_prefix(LATEST_REQUEST.trim_start_matches(" ("))
+            .unwrap_or(part);
+        let part = part.trim().trim_end_matches(')').trim_end_matches('…');
+        found(summary, part)
+    })
+}
+
+/// Whether `needle`, read as in [`already_said`], occurs in `haystack`.
+fn found(haystack: &str, needle: &str) -> bool {
+    let Some(word) = needle.split(is_ignored).find(|w| !w.is_empty()) else {
+        return true;
+    };
+    let word_at = word.as_ptr() as usize - needle.as_ptr() as usize;
+    let rest = &needle[word_at..];
+    memmem::find_iter(haystack.as_bytes(), word.as_bytes())
+        .any(|at| matches_from(&haystack[at..], rest))
+}
+
+/// Whether `haystack` begins with `needle`, ignored characters aside.
+fn matches_from(haystack: &str, needle: &str) -> bool {
+    let mut hay = haystack.chars().filter(|c| !is_ignored(*c));
+    needle
+        .chars()
+        .filter(|c| !is_ignored(*c))
+        .all(|c| hay.next() == Some(c))
+}
+
+fn is_ignored(c: char) -> bool {
+    c.is_whitespace() || c == '>'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::compaction::NOT_AVAILABLE;
+
+    fn anchors(user_intent: &str, next_step: &str) -> Anchors {
+        Anchors {
+            user_intent: user_intent.into(),
+            execution_progress: "recent tool calls: shell; shell".into(),
+            next_step: next_step.into(),
+            ..Anchors::default()
+        }
+    }
+
+    fn shown(summary: &str, anchors: &Anchors) -> String {
+        let mut text = String::new();
+        push_anchors(&mut text, summary, anchors);
+        text
+    }
+
+    #[test]
+    fn an_anchor_the_summary_quotes_is_left_out_and_one_it_does_not_is_shown() {
+        let summary = "## First user request\n> observation://2 Fix the login\n> bug in auth.rs\n\
+                       ## Later user requests\n- observation://9 Ship it.\n\
+                       ## Last stated plan\n> Run the tests,\n> then commit.";
+        let said = anchors(
+            "Fix the login bug in auth.rs (latest request: Ship it.)",
+            "Run the tests, then commit.",
+        );
+        assert_eq!(
+            shown(summary, &said),
+            "\n\nAnchors:\n- Progress: recent tool calls: shell; shell"
+        );
+
+        // A latest request the summary no longer holds keeps the intent's line.
+        let newer = anchors(
+            "Fix the login bug in auth.rs (latest request: Also fix logout.)",
+            "Run the tests, then commit.",
+        );
+        assert!(shown(summary, &newer).contains("- User intent: Fix the login bug"));
+        // So does a plan that says more than the summary's.
+        let longer = anchors(
+            "Fix the login bug in auth.rs (latest request: Ship it.)",
+            "Run the tests, then commit and push.",
+        );
+        assert!(
+            shown(summary, &longer).contains("- Next step: Run the tests, then commit and push.")
+        );
+    }
+
+    #[test]
+    fn an_anchor_cut_short_is_said_by_a_summary_that_holds_it_whole() {
+        let summary = "## Last stated plan\n> Run the tests, then commit.";
+        let cut = anchors(NOT_AVAILABLE, "Run the tests, then…");
+        assert_eq!(
+            shown(summary, &cut),
+            "\n\nAnchors:\n- Progress: recent tool calls: shell; shell"
+        );
+    }
+
+    #[test]
+    fn no_header_when_every_anchor_is_unknown_or_said() {
+        let summary = "## Last stated plan\n> Run the tests.";
+        let mut all = anchors(NOT_AVAILABLE, "Run the tests.");
+        all.execution_progress = NOT_AVAILABLE.into();
+        assert_eq!(shown(summary, &all), "");
+    }
+}

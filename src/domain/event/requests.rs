@@ -1,13 +1,23 @@
-//! What of a user message is the user's request: the words after an IDE's context, and the
+//! What of a user message is the user's request: the words after an IDE's context or typed
+//! after a command whose template the message holds, and the
 //! messages a harness sends in the user's name (a project's instructions, its markup).
 
 /// The heading the Codex IDE extension writes before the user's own words, after the editor's
 /// context (`# Context from my IDE setup:`, the active file, the open tabs).
 const IDE_REQUEST_HEADING: &str = "## My request for Codex:";
 
-/// The part of a user message's text that is the user's own request: what follows the heading
-/// an IDE extension writes before it ([`IDE_REQUEST_HEADING`]), else the whole text.
+/// The heading a command's template opens with, above a fenced block holding what the user
+/// typed after the command: Spec Kit writes it for every agent it supports (`/speckit.plan`,
+/// `/speckit.implement`, …), as `## User Input`, then `$ARGUMENTS` in a ```` ```text ```` block.
+const COMMAND_INPUT_HEADING: &str = "## User Input";
+
+/// The part of a user message's text that is the user's own request: what they typed after a
+/// command whose template the message is ([`command_input`]), what follows the heading an IDE
+/// extension writes before it ([`IDE_REQUEST_HEADING`]), else the whole text.
 pub fn request_text(text: &str) -> &str {
+    if let Some(input) = command_input(text) {
+        return input;
+    }
     let heading = text
         .match_indices(IDE_REQUEST_HEADING)
         .find(|(at, _)| text[..*at].is_empty() || text[..*at].ends_with('\n'));
@@ -22,6 +32,43 @@ pub fn request_text(text: &str) -> &str {
         }
         None => text,
     }
+}
+
+/// When `text` is a command's template ([`COMMAND_INPUT_HEADING`], then a fenced block), what
+/// the user typed after the command: the block's text, or, when they typed nothing, the
+/// template's own words from its first instruction on (`1. Run …`, `Goal: …`), past its
+/// headings and the line that asks to consider the input. `None` for any other text.
+fn command_input(text: &str) -> Option<&str> {
+    let rest = text.trim_start().strip_prefix(COMMAND_INPUT_HEADING)?;
+    let rest = rest.trim_start();
+    let fence_len = rest.len() - rest.trim_start_matches('`').len();
+    if fence_len < 3 {
+        return None;
+    }
+    let fence = &rest[..fence_len];
+    // The block opens after its info string (`text`) and closes on a line of the same fence.
+    let (_, block) = rest[fence_len..].split_once('\n')?;
+    let close = block
+        .match_indices(fence)
+        .find(|(at, _)| *at == 0 || block[..*at].ends_with('\n'))?
+        .0;
+    let input = block[..close].trim();
+    if !input.is_empty() {
+        return Some(input);
+    }
+    let after = &block[close + fence_len..];
+    let mut at = 0;
+    for line in after.split_inclusive('\n') {
+        let words = line.trim();
+        let skipped = words.is_empty()
+            || words.starts_with('#')
+            || words.to_ascii_lowercase().contains("user input");
+        if !skipped {
+            return Some(after[at..].trim_end());
+        }
+        at += line.len();
+    }
+    None
 }
 
 /// The heading Codex writes before a project's AGENTS.md, which it sends as a user message.

@@ -333,6 +333,37 @@ proptest::proptest! {
     }
 }
 
+/// A command's template as Spec Kit writes it, with what the user typed after the command.
+fn command_template(input: &str) -> String {
+    format!(
+        "\n## User Input\n\n```text\n{input}\n```\n\nYou **MUST** consider the user input before \
+         proceeding (if not empty).\n\n## Outline\n\n1. Run `.specify/scripts/bash/setup-plan.sh \
+         --json` from repo root.\n2. Load the spec.\n"
+    )
+}
+
+#[test]
+fn a_request_sent_as_a_commands_template_is_what_the_user_typed_after_the_command() {
+    assert_eq!(request_text(&command_template("Phase 5")), "Phase 5");
+    let two_lines = command_template("Add auth.\nUse OAuth only.");
+    assert_eq!(request_text(&two_lines), "Add auth.\nUse OAuth only.");
+    // Nothing typed: the template's own words, from its first instruction on.
+    let bare = command_template("");
+    let request = request_text(&bare);
+    assert!(
+        request.starts_with("1. Run `.specify/scripts/bash/setup-plan.sh"),
+        "{request}"
+    );
+    assert!(request.ends_with("2. Load the spec."), "{request}");
+    // The heading quoted, or a block that never closes, is the user's own text.
+    let quoted = "What does `## User Input` in the template mean?";
+    assert_eq!(request_text(quoted), quoted);
+    let unclosed = "## User Input\n\n```text\nPhase 5\n";
+    assert_eq!(request_text(unclosed), unclosed);
+    let unfenced = "## User Input\n\nPhase 5";
+    assert_eq!(request_text(unfenced), unfenced);
+}
+
 #[test]
 fn a_request_is_the_words_after_an_ides_heading_or_the_whole_text() {
     let ide = "# Context from my IDE setup:\n\n## Open tabs:\n- a.ts\n\n## My request for Codex:\nfix it\n";

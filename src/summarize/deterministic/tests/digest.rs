@@ -415,6 +415,55 @@ fn a_request_sent_from_an_ide_is_the_users_words_after_the_editors_context() {
 }
 
 #[test]
+fn a_request_sent_as_a_commands_template_is_what_the_user_typed_after_the_command() {
+    let template = |input: &str, step: &str| {
+        format!(
+            "\n## User Input\n\n```text\n{input}\n```\n\nYou **MUST** consider the user input \
+             before proceeding (if not empty).\n\n## Outline\n\n{step}\n"
+        )
+    };
+    let words = [
+        template(
+            "Build the parking service.",
+            "1. Run `setup-plan.sh --json`.",
+        ),
+        template(
+            "Phase 5",
+            "1. Run `check-prerequisites.sh --json --require-tasks`.",
+        ),
+        template("", "Goal: Detect and reduce ambiguity in the spec."),
+    ];
+    let events = [user(1, &words[0]), user(3, &words[1]), user(5, &words[2])];
+    let out = run(&Summary::default(), &events, 4_000);
+    let text = &out.summary.text;
+    assert!(
+        text.contains("> observation://1 Build the parking service."),
+        "{text}"
+    );
+    assert!(text.contains("- observation://3 Phase 5\n"), "{text}");
+    assert!(
+        text.contains("- observation://5 Goal: Detect and reduce ambiguity in the spec."),
+        "{text}"
+    );
+    assert!(!text.contains("User Input"), "{text}");
+
+    // The measure takes the same words for the requests, three of them, not one heading.
+    let mut facts = crate::replay::facts::Facts::default();
+    for text in &words {
+        facts.learn(&json!({"role": "user", "content": text}));
+    }
+    assert_eq!(
+        facts.requests.iter().collect::<Vec<_>>(),
+        [
+            "Build the parking service.",
+            "Goal: Detect and reduce ambiguity in the spec.",
+            "Phase 5"
+        ]
+    );
+    assert_eq!(facts.kept_in(text).requests, (3, 3));
+}
+
+#[test]
 fn a_projects_instructions_are_named_by_reference_not_taken_for_the_first_request() {
     let agents = "# AGENTS.md instructions for /home/me/app\n\n<INSTRUCTIONS>\n# App\n\nThis file guides agents working on the app: its layout, its tests and its release steps.\n\n## Skills\n- review: (file: /home/me/.codex/skills/review/SKILL.md)\n\nNever push to main.\n</INSTRUCTIONS>";
     let events = [

@@ -142,6 +142,9 @@ impl Reason {
 pub const NOT_AVAILABLE: &str = "N/A";
 /// Joins the intent anchor's first request to the latest: `Fix the bug (latest request: Ship it.)`.
 pub const LATEST_REQUEST: &str = " (latest request: ";
+/// What the progress anchor's lists open with: `episodes done: a; b. recent tool calls: c; d`.
+pub const EPISODES_DONE: &str = "episodes done: ";
+pub const RECENT_TOOL_CALLS: &str = "recent tool calls: ";
 
 /// The five structured anchors a summary keeps, merged incrementally.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -7,7 +7,9 @@ use std::fmt::Write;
 
 use memchr::memmem;
 
-use crate::domain::compaction::{is_unknown, Anchors, LATEST_REQUEST};
+use crate::domain::compaction::{
+    is_unknown, Anchors, EPISODES_DONE, LATEST_REQUEST, RECENT_TOOL_CALLS,
+};
 
 /// Writes `\n\nAnchors:` and a line for each anchor of `anchors` worth showing under
 /// `summary`; nothing when none is.
@@ -33,17 +35,28 @@ pub(super) fn push_anchors(text: &mut String, summary: &str, anchors: &Anchors) 
 }
 
 /// Whether `summary` says all that `value` says: each of its parts (an intent's first and
-/// latest requests) found whole in it, up to the ellipsis that cuts the part, with whitespace
-/// and quote marks (`>`) read as nothing, since the summary quotes what an anchor puts on one
-/// line.
+/// latest requests, the calls and episodes progress lists) found whole in it, up to the
+/// ellipsis that cuts the part, with whitespace and quote marks (`>`) read as nothing, since
+/// the summary quotes what an anchor puts on one line.
 fn already_said(summary: &str, value: &str) -> bool {
-    value.split(LATEST_REQUEST).all(|part| {
-        let part = part
-            .strip_prefix(LATEST_REQUEST.trim_start_matches(" ("))
+    value
+        .split(LATEST_REQUEST)
+        .flat_map(|part| part.split(". ").flat_map(|clause| clause.split("; ")))
+        .all(|part| {
+            let part = [
+                LATEST_REQUEST.trim_start_matches(" ("),
+                EPISODES_DONE,
+                RECENT_TOOL_CALLS,
+            ]
+            .iter()
+            .find_map(|label| part.strip_prefix(label))
             .unwrap_or(part);
-        let part = part.trim().trim_end_matches(')').trim_end_matches('…');
-        found(summary, part)
-    })
+            let part = part
+                .trim()
+                .trim_end_matches(['.', ')'])
+                .trim_end_matches('…');
+            found(summary, part)
+        })
 }
 
 /// Whether `needle`, read as in [`already_said`], occurs in `haystack`.
@@ -128,6 +141,26 @@ mod tests {
             shown(summary, &cut),
             "\n\nAnchors:\n- Progress: recent tool calls: shell; shell"
         );
+    }
+
+    #[test]
+    fn progress_is_left_out_when_the_summary_lists_its_calls() {
+        let summary = "## Tool outputs folded (recall by URI)\n\
+                       - observation://7 shell(cmd=cargo test 2>&1) → ok\n\
+                       - observation://9 Edit(file_path=/home/me/app/src/lib…) → ok";
+        let mut listed = anchors(NOT_AVAILABLE, NOT_AVAILABLE);
+        listed.execution_progress =
+            "recent tool calls: shell(cmd=cargo test 2>&1); Edit(file_path=/home/me/app/src/lib…)"
+                .into();
+        assert_eq!(shown(summary, &listed), "");
+        // A call the summary does not list, or episodes it does not name, keep the line.
+        listed.execution_progress =
+            "recent tool calls: shell(cmd=cargo test 2>&1); grep(pattern=TODO)".into();
+        assert!(shown(summary, &listed).contains("- Progress: recent tool calls:"));
+        listed.execution_progress =
+            "episodes done: explore the build. recent tool calls: shell(cmd=cargo test 2>&1)"
+                .into();
+        assert!(shown(summary, &listed).contains("- Progress: episodes done: explore the build."));
     }
 
     #[test]

@@ -14,7 +14,9 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 use super::*;
-use crate::domain::compaction::{is_unknown, Anchors, LATEST_REQUEST, NOT_AVAILABLE};
+use crate::domain::compaction::{
+    is_unknown, Anchors, EPISODES_DONE, LATEST_REQUEST, NOT_AVAILABLE, RECENT_TOOL_CALLS,
+};
 use crate::domain::event::{
     instructions_title, is_markup_only, request_text, stated_working_directory, Event, EventBody,
     Role,
@@ -387,11 +389,11 @@ impl Digest {
         let mut progress = Vec::new();
         let episodes = newest(self.get(Section::Episodes), PROGRESS_ITEMS);
         if !episodes.is_empty() {
-            progress.push(format!("episodes done: {}", episodes.join("; ")));
+            progress.push(format!("{EPISODES_DONE}{}", episodes.join("; ")));
         }
         let calls = newest(self.get(Section::ToolCalls), PROGRESS_ITEMS);
         if !calls.is_empty() {
-            progress.push(format!("recent tool calls: {}", calls.join("; ")));
+            progress.push(format!("{RECENT_TOOL_CALLS}{}", calls.join("; ")));
         }
 
         let anchor = |value: Option<&str>| match value {

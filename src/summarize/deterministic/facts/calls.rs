@@ -119,7 +119,7 @@ impl Digest {
                 }
             }
         }
-        self.push(Section::ToolCalls, described.clone());
+        self.push_call(described.clone());
         let reads_documents = arguments.is_some_and(|a| reads_documents_only(&call.name, a));
         CallFacts {
             described,
@@ -131,6 +131,20 @@ impl Digest {
 }
 
 impl Digest {
+    /// Lists a call made; a run of the same call (a terminal polled, a page read again) is one
+    /// entry that says how many times it ran: `write_stdin (6 times in a row)`.
+    fn push_call(&mut self, described: String) {
+        let calls = self.get_mut(Section::ToolCalls);
+        if let Some(last) = calls.last_mut() {
+            let (call, times) = split_run(last);
+            if call == described {
+                *last = format!("{described} ({}{IN_A_ROW}", times + 1);
+                return;
+            }
+        }
+        self.push(Section::ToolCalls, described);
+    }
+
     /// The directory a call runs its command in (Codex's `workdir`) when the harness stated
     /// the session's working directory and this is another: relative to it when under it
     /// (`web`), else as given. The call's relative paths are in that directory, which its entry
@@ -162,6 +176,19 @@ impl Digest {
         }
         patched.into_iter().map(|(path, _)| path).collect()
     }
+}
+
+/// How the entry of a call that ran several times in a row ends: `write_stdin (6 times in a
+/// row)`.
+const IN_A_ROW: &str = " times in a row)";
+
+/// A call's entry as the call and how many times in a row it ran.
+fn split_run(entry: &str) -> (&str, usize) {
+    let run = entry.strip_suffix(IN_A_ROW).and_then(|rest| {
+        let (call, times) = rest.rsplit_once(" (")?;
+        Some((call, times.parse().ok()?))
+    });
+    run.unwrap_or((entry, 1))
 }
 
 /// The tool that applies a patch in Codex's format, called as a tool or as a command.

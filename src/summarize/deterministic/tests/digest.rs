@@ -589,3 +589,54 @@ fn two_long_requests_that_differ_past_their_entries_are_both_listed() {
     assert!(text.contains("- observation://2 Here is the log"), "{text}");
     assert!(text.contains("- observation://3 Here is the log"), "{text}");
 }
+
+/// A terminal polled, a page read again: the same call run again and again is one entry.
+#[test]
+fn a_call_run_again_and_again_is_one_entry_saying_how_many_times() {
+    let poll = |seq: i64, id: &str| call(seq, id, "write_stdin", json!({"chars": ""}));
+    let mut events = vec![
+        user(1, "Run the suite."),
+        call(2, "run", "exec_command", json!({"cmd": "pnpm test"})),
+        result(3, "run", "started", false),
+    ];
+    for i in 0..5 {
+        let id = format!("p{i}");
+        events.push(poll(4 + 2 * i, &id));
+        events.push(result(5 + 2 * i, &id, "still running", false));
+    }
+    let first = run(&Summary::default(), &events, 4_000).summary;
+    let text = &first.text;
+    assert!(
+        text.contains(
+            "## Tool calls made\n- exec_command(cmd=pnpm test)\n- write_stdin (5 times in a row)\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        first
+            .anchors
+            .execution_progress
+            .ends_with("write_stdin (5 times in a row)"),
+        "{:?}",
+        first.anchors
+    );
+
+    // The run goes on across summaries; another call ends it.
+    let more = [
+        poll(14, "p5"),
+        result(15, "p5", "done", false),
+        poll(16, "p6"),
+        result(17, "p6", "done", false),
+        call(18, "read", "read_file", json!({"path": "report.txt"})),
+        result(19, "read", "ok", false),
+        poll(20, "p7"),
+        result(21, "p7", "done", false),
+    ];
+    let text = run(&first, &more, 4_000).summary.text;
+    assert!(
+        text.contains(
+            "- write_stdin (7 times in a row)\n- read_file(path=report.txt)\n- write_stdin\n"
+        ),
+        "{text}"
+    );
+}

@@ -514,6 +514,34 @@ mod tests {
     }
 
     #[test]
+    fn a_field_for_errors_that_holds_none_or_names_its_type_is_no_error_line() {
+        // A schema, a type, a record printed: the field says what an error would be, or that
+        // there is none.
+        let fields = [
+            "error_reason: VARCHAR",
+            "grounding_error: VARCHAR(255)",
+            "error: str | None",
+            "error_reason: str | None = None",
+            "Errors: []",
+            "last_error: null",
+            "fail_ci_if_error: false",
+            "accumulated_errors: list[str]",
+        ];
+        assert_eq!(error_lines(&fields.join("\n"), 100), Vec::<&str>::new());
+        // A field that holds an error, a log's level and an exception's name say what went
+        // wrong, whatever follows.
+        let run = [
+            "last_error: connection refused",
+            "error: expected type, found `None`",
+            "ERROR: null",
+            "TypeError: None",
+            "Error: undefined",
+            "error_reason: str | None but got int",
+        ];
+        assert_eq!(error_lines(&run.join("\n"), 100), run);
+    }
+
+    #[test]
     fn an_exception_raised_is_an_error_line_and_code_or_prose_naming_one_is_not() {
         let output = "except Exception as e:\n\
             internal sealed class FormulaParseException : Exception\n\

@@ -139,7 +139,8 @@ static ERROR_NEEDLES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 6]> 
 /// Whether a line says what failed: `error…`, `error:`, `error[`, `FAILED`, `panicked at`,
 /// an exception raised ([`raises_exception`]). What a reduced tool result keeps, and what the
 /// replay counts as an error fact.
-/// Source code is not what a run said, however it names errors ([`is_source`]).
+/// Source code is not what a run said, however it names errors ([`is_source`]), and neither
+/// is a field for errors that holds none or declares its type ([`holds_no_error`]).
 pub fn reads_as_error(line: &str) -> bool {
     let lower = line.to_ascii_lowercase();
     // The words first: the replay asks this of every line of every output, and few name an
@@ -152,6 +153,61 @@ pub fn reads_as_error(line: &str) -> bool {
             || line.contains("panicked at")
             || raises_exception(&lower))
         && !is_source(line)
+        && !holds_no_error(line)
+}
+
+/// Whether `line` is a field named for errors that holds none, or declares of what type they
+/// are: a schema, a type or a record printed (`error_reason: VARCHAR`, `error: str | None`,
+/// `Errors: []`, `last_error: null`), not an error a run met. A log's level (`ERROR: …`) and
+/// an exception's name (`TypeError: …`) are no field: what follows them is what went wrong.
+fn holds_no_error(line: &str) -> bool {
+    const EMPTY: [&str; 12] = [
+        "",
+        "[]",
+        "{}",
+        "\"\"",
+        "''",
+        "0",
+        "none",
+        "null",
+        "nil",
+        "undefined",
+        "false",
+        "n/a",
+    ];
+    #[rustfmt::skip]
+    const TYPES: [&str; 44] = [
+        "str", "string", "int", "integer", "bool", "boolean", "float", "double", "text", "varchar",
+        "char", "any", "object", "dict", "list", "none", "null", "optional", "option", "number",
+        "bytes", "datetime", "uuid", "json", "jsonb", "timestamp", "timestamptz", "bigint",
+        "smallint", "nil", "undefined", "array", "map", "record", "set", "tuple", "date",
+        "decimal", "numeric", "real", "u32", "u64", "i32", "i64",
+    ];
+    let Some((key, value)) = line.trim().split_once(':') else {
+        return false;
+    };
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let named = !key.is_empty()
+        && key.chars().all(|c| is_word(c) || c == '.')
+        && key.to_ascii_lowercase().contains("error");
+    let level_or_exception = key.starts_with(|c: char| c.is_ascii_uppercase())
+        && (key.ends_with("Error") || key == key.to_ascii_uppercase());
+    if !named || level_or_exception {
+        return false;
+    }
+    let value = value.trim().trim_end_matches([',', ';']).trim();
+    if EMPTY.contains(&value.to_ascii_lowercase().as_str()) {
+        return true;
+    }
+    let mut words = value
+        .split(|c: char| !is_word(c))
+        .filter(|w| !w.is_empty() && !w.bytes().all(|b| b.is_ascii_digit()))
+        .peekable();
+    words.peek().is_some()
+        && words.all(|w| TYPES.contains(&w.to_ascii_lowercase().as_str()))
+        && value
+            .chars()
+            .all(|c| is_word(c) || "|[]<>(),?=. ".contains(c))
 }
 
 /// Whether a line (in lower case) says an exception was raised: an exception named and then

@@ -37,7 +37,8 @@ pub fn request_text(text: &str) -> &str {
 /// When `text` is a command's template ([`COMMAND_INPUT_HEADING`], then a fenced block), what
 /// the user typed after the command: the block's text, or, when they typed nothing, the
 /// template's own words from its first instruction on (`1. Run …`, `Goal: …`), past its
-/// headings and the line that asks to consider the input. `None` for any other text.
+/// headings and any line about the user's input (`You **MUST** consider the user input …`).
+/// `None` for any other text.
 fn command_input(text: &str) -> Option<&str> {
     let rest = text.trim_start().strip_prefix(COMMAND_INPUT_HEADING)?;
     let rest = rest.trim_start();
@@ -45,18 +46,22 @@ fn command_input(text: &str) -> Option<&str> {
     if fence_len < 3 {
         return None;
     }
-    let fence = &rest[..fence_len];
-    // The block opens after its info string (`text`) and closes on a line of the same fence.
+    // The block opens after its info string (`text`) and closes on a line of backticks
+    // alone, at least as many as opened it.
     let (_, block) = rest[fence_len..].split_once('\n')?;
-    let close = block
-        .match_indices(fence)
-        .find(|(at, _)| *at == 0 || block[..*at].ends_with('\n'))?
-        .0;
+    let mut at = 0;
+    let (close, close_len) = block.split_inclusive('\n').find_map(|line| {
+        let start = at;
+        at += line.len();
+        let marks = line.trim();
+        (marks.len() >= fence_len && marks.bytes().all(|b| b == b'`'))
+            .then_some((start, line.len()))
+    })?;
     let input = block[..close].trim();
     if !input.is_empty() {
         return Some(input);
     }
-    let after = &block[close + fence_len..];
+    let after = &block[close + close_len..];
     let mut at = 0;
     for line in after.split_inclusive('\n') {
         let words = line.trim();

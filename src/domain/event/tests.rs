@@ -362,6 +362,9 @@ fn a_request_sent_as_a_commands_template_is_what_the_user_typed_after_the_comman
     assert_eq!(request_text(unclosed), unclosed);
     let unfenced = "## User Input\n\nPhase 5";
     assert_eq!(request_text(unfenced), unfenced);
+    // A fence with an info string opens no block and closes none, as in Markdown.
+    let nested = "## User Input\n\n```text\nAdd this:\n```json\n{}\n```\n\nYou **MUST** …";
+    assert_eq!(request_text(nested), "Add this:\n```json\n{}");
 }
 
 #[test]

@@ -35,12 +35,16 @@ pub(super) fn push_anchors(text: &mut String, summary: &str, anchors: &Anchors) 
 }
 
 /// Whether `summary` says all that `value` says: each of its parts (an intent's first and
-/// latest requests, the calls and episodes progress lists) found whole in it, up to the
-/// ellipsis that cuts the part, with whitespace and quote marks (`>`) read as nothing, since
-/// the summary quotes what an anchor puts on one line.
+/// latest requests, the calls and episodes progress lists) found whole in it, as whole words,
+/// with whitespace and quote marks (`>`) read as nothing, since the summary quotes what an
+/// anchor puts on one line; a part cut short (`…`) may go on in the summary.
 fn already_said(summary: &str, value: &str) -> bool {
-    value
-        .split(LATEST_REQUEST)
+    let mut parts = value.split(LATEST_REQUEST);
+    let first = parts.next().unwrap_or_default();
+    // The latest request closes the intent's parenthesis.
+    let latest = parts.map(|latest| latest.strip_suffix(')').unwrap_or(latest));
+    std::iter::once(first)
+        .chain(latest)
         .flat_map(|part| part.split(". ").flat_map(|clause| clause.split("; ")))
         .all(|part| {
             let part = [
@@ -50,33 +54,51 @@ fn already_said(summary: &str, value: &str) -> bool {
             ]
             .iter()
             .find_map(|label| part.strip_prefix(label))
-            .unwrap_or(part);
-            let part = part
-                .trim()
-                .trim_end_matches(['.', ')'])
-                .trim_end_matches('…');
-            found(summary, part)
+            .unwrap_or(part)
+            .trim();
+            match part.strip_suffix('…') {
+                Some(cut) => found(summary, cut, true),
+                None => found(summary, part, false),
+            }
         })
 }
 
-/// Whether `needle`, read as in [`already_said`], occurs in `haystack`.
-fn found(haystack: &str, needle: &str) -> bool {
-    let Some(word) = needle.split(is_ignored).find(|w| !w.is_empty()) else {
+/// The most places [`found`] tries for a part: past them the part counts as not said and its
+/// anchor is shown, so that a summary repeating one word thousands of times costs no more.
+const PLACES_TRIED: usize = 64;
+
+/// Whether `needle`, read as in [`already_said`], occurs in `haystack` as whole words: not
+/// inside a longer word at its start, nor at its end unless `open`.
+fn found(haystack: &str, needle: &str, open: bool) -> bool {
+    let needle = needle.trim_start_matches(is_ignored);
+    let Some(word) = needle.split(is_ignored).next().filter(|w| !w.is_empty()) else {
         return true;
     };
-    let word_at = word.as_ptr() as usize - needle.as_ptr() as usize;
-    let rest = &needle[word_at..];
     memmem::find_iter(haystack.as_bytes(), word.as_bytes())
-        .any(|at| matches_from(&haystack[at..], rest))
+        .take(PLACES_TRIED)
+        .any(|at| {
+            let starts_a_word = !haystack[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() && word.starts_with(char::is_alphanumeric));
+            starts_a_word && matches_from(&haystack[at..], needle, open)
+        })
 }
 
-/// Whether `haystack` begins with `needle`, ignored characters aside.
-fn matches_from(haystack: &str, needle: &str) -> bool {
-    let mut hay = haystack.chars().filter(|c| !is_ignored(*c));
-    needle
-        .chars()
-        .filter(|c| !is_ignored(*c))
-        .all(|c| hay.next() == Some(c))
+/// Whether `haystack` begins with `needle`, ignored characters aside, and then ends a word
+/// unless `open`.
+fn matches_from(haystack: &str, needle: &str, open: bool) -> bool {
+    let mut hay = haystack.chars().peekable();
+    for c in needle.chars().filter(|c| !is_ignored(*c)) {
+        while hay.next_if(|h| is_ignored(*h)).is_some() {}
+        if hay.next() != Some(c) {
+            return false;
+        }
+    }
+    let ends_in_a_word = needle
+        .trim_end_matches(is_ignored)
+        .ends_with(char::is_alphanumeric);
+    open || !ends_in_a_word || !hay.next().is_some_and(char::is_alphanumeric)
 }
 
 fn is_ignored(c: char) -> bool {
@@ -161,6 +183,34 @@ mod tests {
             "episodes done: explore the build. recent tool calls: shell(cmd=cargo test 2>&1)"
                 .into();
         assert!(shown(summary, &listed).contains("- Progress: episodes done: explore the build."));
+    }
+
+    #[test]
+    fn an_anchor_is_said_only_by_the_same_whole_words() {
+        let summary = "## Errors seen\n- Deployment failed: quota\n\
+                       ## Later user requests\n- observation://9 Run the tests with coverage";
+        for step in ["Deploy.", "Run the tests.", "ploy"] {
+            let shown = shown(summary, &anchors(NOT_AVAILABLE, step));
+            assert!(
+                shown.contains(&format!("- Next step: {step}")),
+                "{step}: {shown}"
+            );
+        }
+        // Cut short, a part may go on in the summary.
+        let said = shown(summary, &anchors(NOT_AVAILABLE, "Run the tests with…"));
+        assert!(!said.contains("Next step"), "{said}");
+    }
+
+    #[test]
+    fn a_summary_repeating_a_word_is_searched_a_bounded_number_of_places() {
+        let at_the_end = format!("{}- Run the tests.", "Run them. ".repeat(PLACES_TRIED));
+        let step = anchors(NOT_AVAILABLE, "Run the tests.");
+        assert!(shown(&at_the_end, &step).contains("- Next step: Run the tests."));
+        let near = format!(
+            "- Run the tests.\n{}",
+            "Run them. ".repeat(10 * PLACES_TRIED)
+        );
+        assert!(!shown(&near, &step).contains("Next step"));
     }
 
     #[test]

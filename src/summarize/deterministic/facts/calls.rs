@@ -131,14 +131,15 @@ impl Digest {
 }
 
 impl Digest {
-    /// Lists a call made; a run of the same call (a terminal polled, a page read again) is one
-    /// entry that says how many times it ran: `write_stdin (6 times in a row)`.
+    /// Lists a call made; a run of calls listed alike (a terminal polled, a page read again) is
+    /// one entry that says how many times it ran: `write_stdin (6 times in a row)`. An entry cut
+    /// short (`…`) is not merged: the calls may differ past the cut.
     fn push_call(&mut self, described: String) {
         let calls = self.get_mut(Section::ToolCalls);
         if let Some(last) = calls.last_mut() {
             let (call, times) = split_run(last);
-            if call == described {
-                *last = format!("{described} ({}{IN_A_ROW}", times + 1);
+            if call == described && !described.contains(ELLIPSIS) {
+                *last = format!("{described} ({}{IN_A_ROW}", times.saturating_add(1));
                 return;
             }
         }
@@ -183,7 +184,7 @@ impl Digest {
 const IN_A_ROW: &str = " times in a row)";
 
 /// A call's entry as the call and how many times in a row it ran.
-fn split_run(entry: &str) -> (&str, usize) {
+fn split_run(entry: &str) -> (&str, u32) {
     let run = entry.strip_suffix(IN_A_ROW).and_then(|rest| {
         let (call, times) = rest.rsplit_once(" (")?;
         Some((call, times.parse().ok()?))

@@ -639,4 +639,21 @@ fn a_call_run_again_and_again_is_one_entry_saying_how_many_times() {
         ),
         "{text}"
     );
+
+    // Calls listed cut short may differ past the cut: each keeps its line.
+    let long = |seq: i64, id: &str, file: &str| {
+        let cmd = format!(
+            "cd /home/me/projects/{}/backend && pnpm vitest run src/{file}",
+            "x".repeat(80)
+        );
+        call(seq, id, "exec_command", json!({"cmd": cmd}))
+    };
+    let cut = [
+        long(1, "a", "a.test.ts"),
+        result(2, "a", "ok", false),
+        long(3, "b", "b.test.ts"),
+        result(4, "b", "ok", false),
+    ];
+    let text = run(&Summary::default(), &cut, 4_000).summary.text;
+    assert!(!text.contains("in a row"), "{text}");
 }

@@ -5,6 +5,7 @@ mod digest;
 mod errors;
 mod file_actions;
 mod findings;
+mod requests;
 mod touched;
 
 use super::*;

@@ -342,16 +342,15 @@ pub fn summary_message(
     max_chars: usize,
     tokenizer: Tokenizer,
 ) -> Option<ViewMessage<'static>> {
-    if summary.text.trim().is_empty() {
+    let said = summary.text.trim();
+    if said.is_empty() {
         return None;
     }
-    let mut text = String::with_capacity(SUMMARY_HEADER.len() + summary.text.len() + 1_024);
+    let mut text = String::with_capacity(SUMMARY_HEADER.len() + said.len() + 1_024);
     text.push_str(SUMMARY_HEADER);
-    if !summary.text.trim().is_empty() {
-        text.push_str("\n\n");
-        text.push_str(summary.text.trim());
-        anchors::push_anchors(&mut text, summary.text.trim(), &summary.anchors);
-    }
+    text.push_str("\n\n");
+    text.push_str(said);
+    anchors::push_anchors(&mut text, said, &summary.anchors);
     // Bound what the anchors add, like the summary itself.
     text::cut_marked(&mut text, max_chars + 2_000, "\n[…]");
     Some(ctxd_message(text, tokenizer))

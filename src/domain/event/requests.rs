@@ -49,31 +49,31 @@ fn command_input(text: &str) -> Option<&str> {
     // The block opens after its info string (`text`) and closes on a line of backticks
     // alone, at least as many as opened it.
     let (_, block) = rest[fence_len..].split_once('\n')?;
-    let mut at = 0;
-    let (close, close_len) = block.split_inclusive('\n').find_map(|line| {
-        let start = at;
-        at += line.len();
+    let (close, line) = lines_at(block).find(|(_, line)| {
         let marks = line.trim();
-        (marks.len() >= fence_len && marks.bytes().all(|b| b == b'`'))
-            .then_some((start, line.len()))
+        marks.len() >= fence_len && marks.bytes().all(|b| b == b'`')
     })?;
     let input = block[..close].trim();
     if !input.is_empty() {
         return Some(input);
     }
-    let after = &block[close + close_len..];
-    let mut at = 0;
-    for line in after.split_inclusive('\n') {
+    let after = &block[close + line.len()..];
+    let (first, _) = lines_at(after).find(|(_, line)| {
         let words = line.trim();
-        let skipped = words.is_empty()
+        !(words.is_empty()
             || words.starts_with('#')
-            || words.to_ascii_lowercase().contains("user input");
-        if !skipped {
-            return Some(after[at..].trim_end());
-        }
-        at += line.len();
-    }
-    None
+            || words.to_ascii_lowercase().contains("user input"))
+    })?;
+    Some(after[first..].trim_end())
+}
+
+/// Each line of `text`, its newline kept, with the offset it starts at.
+fn lines_at(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.split_inclusive('\n').scan(0, |at, line| {
+        let start = *at;
+        *at += line.len();
+        Some((start, line))
+    })
 }
 
 /// The heading Codex writes before a project's AGENTS.md, which it sends as a user message.

@@ -68,21 +68,47 @@ fn already_said(summary: &str, value: &str) -> bool {
 const PLACES_TRIED: usize = 64;
 
 /// Whether `needle`, read as in [`already_said`], occurs in `haystack` as whole words: not
-/// inside a longer word at its start, nor at its end unless `open`.
+/// inside a longer word at its start, nor at its end unless `open`. The places tried are those
+/// of its longest word: a short one (`i`, `a`, `the`) occurs in most lines of a summary.
 fn found(haystack: &str, needle: &str, open: bool) -> bool {
     let needle = needle.trim_start_matches(is_ignored);
-    let Some(word) = needle.split(is_ignored).next().filter(|w| !w.is_empty()) else {
+    let Some(key) = needle
+        .split(is_ignored)
+        .max_by_key(|w| w.len())
+        .filter(|w| !w.is_empty())
+    else {
         return true;
     };
-    memmem::find_iter(haystack.as_bytes(), word.as_bytes())
+    // The words before the key, which the text before each place must end with.
+    let before = &needle[..key.as_ptr() as usize - needle.as_ptr() as usize];
+    let in_a_word = needle.starts_with(char::is_alphanumeric);
+    memmem::find_iter(haystack.as_bytes(), key.as_bytes())
         .take(PLACES_TRIED)
         .any(|at| {
-            let starts_a_word = !haystack[..at]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_alphanumeric() && word.starts_with(char::is_alphanumeric));
-            starts_a_word && matches_from(&haystack[at..], needle, open)
+            let Some(start) = start_before(&haystack[..at], before) else {
+                return false;
+            };
+            let starts_a_word = !(in_a_word
+                && haystack[..start]
+                    .chars()
+                    .next_back()
+                    .is_some_and(char::is_alphanumeric));
+            starts_a_word && matches_from(&haystack[start..], needle, open)
         })
+}
+
+/// Where `needle` starts when `haystack` ends with it, ignored characters aside.
+fn start_before(haystack: &str, needle: &str) -> Option<usize> {
+    let mut hay = haystack.char_indices().rev().peekable();
+    let mut start = haystack.len();
+    for c in needle.chars().rev().filter(|c| !is_ignored(*c)) {
+        while hay.next_if(|(_, h)| is_ignored(*h)).is_some() {}
+        match hay.next() {
+            Some((at, h)) if h == c => start = at,
+            _ => return None,
+        }
+    }
+    Some(start)
 }
 
 /// Whether `haystack` begins with `needle`, ignored characters aside, and then ends a word
@@ -203,14 +229,42 @@ mod tests {
 
     #[test]
     fn a_summary_repeating_a_word_is_searched_a_bounded_number_of_places() {
-        let at_the_end = format!("{}- Run the tests.", "Run them. ".repeat(PLACES_TRIED));
+        // The places tried are those of the part's longest word.
+        let at_the_end = format!("{}- Run the tests.", "Ran the tests. ".repeat(PLACES_TRIED));
         let step = anchors(NOT_AVAILABLE, "Run the tests.");
         assert!(shown(&at_the_end, &step).contains("- Next step: Run the tests."));
         let near = format!(
             "- Run the tests.\n{}",
-            "Run them. ".repeat(10 * PLACES_TRIED)
+            "Ran the tests. ".repeat(10 * PLACES_TRIED)
         );
         assert!(!shown(&near, &step).contains("Next step"));
+    }
+
+    #[test]
+    fn a_part_whose_first_word_is_inside_many_words_is_found_where_it_starts_one() {
+        // `i` occurs in nearly every word before the request that starts with it.
+        let long = "- the missing imports fixed in the idle initialiser\n".repeat(20);
+        let summary = format!(
+            "## Errors seen\n{long}## Later user requests\n- observation://9 i want to finish it"
+        );
+        let intent = anchors(
+            "finish it (latest request: i want to finish it)",
+            NOT_AVAILABLE,
+        );
+        assert!(
+            !shown(&summary, &intent).contains("User intent"),
+            "{}",
+            shown(&summary, &intent)
+        );
+        // The words before the longest one must be there too, from the start of a word.
+        for other in [
+            "hi want to finish it",
+            "we want to finish it",
+            "want to finish it",
+        ] {
+            let summary = summary.replace("i want to finish it", other);
+            assert!(shown(&summary, &intent).contains("User intent"), "{other}");
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::domain::diagnostic::{Group, Located};
 use crate::domain::event::{
     instructions_title, is_request, named_path, reads_documents_only, request_text, walk_strings,
-    without_patch_bodies, WRITTEN_TEXT_KEYS,
+    without_written_text, words, WRITTEN_TEXT_KEYS,
 };
 use crate::domain::text::{numbers_blanked, output_lines, without_terminal_escapes};
 use crate::engine::view::{error_shape, reads_as_error};
@@ -299,16 +299,14 @@ fn cut(text: &str) -> String {
 /// without a leading `./`.
 /// A glob (`src/**/*.rs`, `include/*.{c,h}`) is a search, not a file, and no fact.
 fn paths(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| {
-        c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | '(' | ')' | '<' | '>')
-    })
-    .map(named_path)
-    .filter(|w| !w.contains('*'))
-    .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
-    .filter(|w| w.rsplit('/').next().is_some_and(|name| name.contains('.')))
-    // `./lib/a.ex` is the file `lib/a.ex`: one fact, kept where either is named.
-    .map(|w| w.trim_start_matches("./"))
-    .map(str::to_owned)
+    words(text, "\"'`,<>")
+        .map(named_path)
+        .filter(|w| !w.contains('*'))
+        .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
+        .filter(|w| w.rsplit('/').next().is_some_and(|name| name.contains('.')))
+        // `./lib/a.ex` is the file `lib/a.ex`: one fact, kept where either is named.
+        .map(|w| w.trim_start_matches("./"))
+        .map(str::to_owned)
 }
 
 /// The working directory a harness states in the environment's context it sends as the user
@@ -354,11 +352,12 @@ pub(super) fn argument_strings(message: &Value) -> Vec<String> {
 }
 
 /// The strings of a message's tool-call arguments that may name a file the agent acts on: every
-/// string but the text it writes into a file, a patch's added, removed and context lines too.
+/// string but the text it writes into a file: a Write's content, a patch's added, removed and
+/// context lines, a here-document a command writes (`cat <<'EOF' > plan.md`).
 fn acted_on_strings(message: &Value) -> Vec<String> {
     let strings = strings_of_arguments(message, &WRITTEN_TEXT_KEYS).into_iter();
     strings
-        .map(|s| without_patch_bodies(&s).into_owned())
+        .map(|s| without_written_text(&s).into_owned())
         .collect()
 }
 
@@ -547,6 +546,20 @@ mod tests {
         assert_eq!(
             facts.paths.iter().collect::<Vec<_>>(),
             ["src/c.rs", "src/d.rs"]
+        );
+    }
+
+    #[test]
+    fn a_here_document_written_into_a_file_names_no_path_acted_on() {
+        let mut facts = Facts::default();
+        let plan = "cat <<'EOF' > specs/plan.md\n- `app/(auth)/signup/page.tsx`: the form\nEOF\n\
+                    python - <<'PY'\nopen('data/in.csv')\nPY";
+        facts.learn(&call("shell", &json!({"command": ["bash", "-lc", plan]})));
+        let page = "sed -n '1,40p' app/(auth)/login/page.tsx";
+        facts.learn(&call("shell", &json!({"command": page})));
+        assert_eq!(
+            facts.paths.iter().collect::<Vec<_>>(),
+            ["app/(auth)/login/page.tsx", "data/in.csv", "specs/plan.md"]
         );
     }
 

@@ -57,7 +57,7 @@ pub fn named_path(word: &str) -> &str {
 /// an option or a glob (`src/lib.rs`, `/etc/hosts.conf`; `--out=x` is not one), each read as
 /// the file it names ([`named_path`]: `**src/a.rs**` and `src/a.rs:58:13` are `src/a.rs`).
 pub fn file_paths(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| c.is_whitespace() || "\"'`,;|&()<>=".contains(c))
+    words(text, "\"'`,;|&<>=")
         .map(named_path)
         .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
         .filter(|w| !w.starts_with('-') && !w.contains('*'))
@@ -66,6 +66,132 @@ pub fn file_paths(text: &str) -> impl Iterator<Item = &str> {
                 .next()
                 .is_some_and(|name| name.contains('.') && !name.starts_with('.'))
         })
+}
+
+/// The words of `text`: split at whitespace, at `separators` and at brackets, but for the
+/// brackets of a path's segment (a Next.js route group: `app/(auth)/login/page.tsx`), so that
+/// `f(src/a.rs)` and `(see src/a.rs)` name `src/a.rs` and the route group's page names itself.
+pub fn words<'a>(text: &'a str, separators: &'a str) -> impl Iterator<Item = &'a str> {
+    text.split(move |c: char| c.is_whitespace() || separators.contains(c))
+        .flat_map(|word| BracketSplit { rest: Some(word) })
+}
+
+/// The parts of a word between its brackets, those of a path's segment aside (see [`words`]).
+struct BracketSplit<'a> {
+    rest: Option<&'a str>,
+}
+
+impl<'a> Iterator for BracketSplit<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let rest = self.rest?;
+        let bytes = rest.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            match bytes[at] {
+                // A segment in brackets: after a `/` or at the start, and a `/` after it.
+                b'(' if at == 0 || bytes[at - 1] == b'/' => {
+                    let end = bytes[at + 1..]
+                        .iter()
+                        .position(|b| matches!(b, b'(' | b')' | b'/'))
+                        .map(|end| at + 1 + end);
+                    match end {
+                        Some(end)
+                            if bytes[end] == b')'
+                                && end > at + 1
+                                && bytes.get(end + 1) == Some(&b'/') =>
+                        {
+                            at = end + 2
+                        }
+                        _ => break,
+                    }
+                }
+                b'(' | b')' => break,
+                _ => at += 1,
+            }
+        }
+        if at >= bytes.len() {
+            self.rest = None;
+            return Some(rest);
+        }
+        // Brackets are ASCII: the byte after one starts a character.
+        self.rest = Some(&rest[at + 1..]);
+        Some(&rest[..at])
+    }
+}
+
+/// A text without what it writes into files: the bodies of its patches
+/// ([`without_patch_bodies`]) and the here-documents its commands write
+/// ([`without_written_documents`]). What remains may name the files a call acts on.
+pub fn without_written_text(text: &str) -> Cow<'_, str> {
+    match without_patch_bodies(text) {
+        Cow::Borrowed(text) => without_written_documents(text),
+        Cow::Owned(text) => Cow::Owned(without_written_documents(&text).into_owned()),
+    }
+}
+
+/// A command without the here-documents it writes into a file (`cat > a.md << 'EOF'`,
+/// `cat <<EOF > a.md`, `tee a.md <<EOF`): their text is what the file will say, as a Write
+/// call's `content` is ([`WRITTEN_TEXT_KEYS`]), and the paths it names are none the command
+/// acts on. A document fed to a program (`python - <<'PY'`) is what the program runs, and stays.
+pub fn without_written_documents(text: &str) -> Cow<'_, str> {
+    if !text.contains("<<") || !text.contains('\n') {
+        return Cow::Borrowed(text);
+    }
+    let mut kept: Vec<&str> = Vec::new();
+    let mut changed = false;
+    let mut lines = text.split('\n');
+    while let Some(line) = lines.next() {
+        kept.push(line);
+        let Some(delimiter) = here_document_delimiter(line) else {
+            continue;
+        };
+        let written = writes_into_a_file(line);
+        // The document's lines up to its delimiter, which ends it; a program's are kept as
+        // they are, without looking for documents in them.
+        for body in lines.by_ref() {
+            let end = body.trim() == delimiter;
+            if written && !end {
+                changed = true;
+            } else {
+                kept.push(body);
+            }
+            if end {
+                break;
+            }
+        }
+    }
+    match changed {
+        true => Cow::Owned(kept.join("\n")),
+        false => Cow::Borrowed(text),
+    }
+}
+
+/// Whether the line that opens a here-document writes it into a file: `cat` redirected
+/// (`cat > a.md <<EOF`, `cat <<EOF >> a.md`) or `tee`.
+fn writes_into_a_file(line: &str) -> bool {
+    let words = line.split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|'));
+    let (cat, tee) = words.fold((false, false), |(cat, tee), word| {
+        (cat || word == "cat", tee || word == "tee")
+    });
+    let redirected = line.replace("<<", "").contains('>');
+    (cat && redirected) || tee
+}
+
+/// The word that ends the here-document a line of shell opens (`<< 'EOF'`, `<<-EOF`); none
+/// for a here-string (`<<<`) or a line that opens none.
+pub fn here_document_delimiter(line: &str) -> Option<&str> {
+    let (_, after) = line.split_once("<<")?;
+    if after.starts_with('<') {
+        return None;
+    }
+    let word = after.trim_start_matches('-').trim_start();
+    let word = word
+        .split(|c: char| c.is_whitespace() || c == ';' || c == ')')
+        .next()?;
+    let word = word.trim_matches(|c| c == '\'' || c == '"');
+    (!word.is_empty()).then_some(word)
 }
 
 /// A text without the bodies of the patches it holds (`apply_patch`'s `*** Begin Patch`, a

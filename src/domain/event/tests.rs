@@ -301,6 +301,53 @@ fn a_shell_or_apply_patch_call_holds_its_action_or_operation() {
     }
 }
 
+#[test]
+fn a_path_with_a_segment_in_brackets_is_one_path_and_brackets_around_a_path_are_not_its() {
+    let text = "Edit app/(auth)/login/page.tsx and (auth)/layout.tsx, then f(src/a.rs) \
+                (see docs/b.md) and app/(app)/(nested)/x.ts; not a/(b.ts";
+    let paths: Vec<&str> = file_paths(text).collect();
+    assert_eq!(
+        paths,
+        [
+            "app/(auth)/login/page.tsx",
+            "(auth)/layout.tsx",
+            "src/a.rs",
+            "docs/b.md",
+            "app/(app)/(nested)/x.ts",
+        ]
+    );
+}
+
+#[test]
+fn a_here_document_written_into_a_file_goes_and_one_a_program_runs_stays() {
+    let written = "bash -lc cat <<'EOF' > docs/plan.md\nsee src/a.rs\nEOF\ngit add docs/plan.md";
+    assert_eq!(
+        without_written_text(written),
+        "bash -lc cat <<'EOF' > docs/plan.md\nEOF\ngit add docs/plan.md"
+    );
+    let redirected_first = "cat > notes.md << EOF\nsrc/b.rs\nEOF";
+    assert_eq!(
+        without_written_text(redirected_first),
+        "cat > notes.md << EOF\nEOF"
+    );
+    let teed = "tee -a log.md <<-END\n\tsrc/c.rs\n\tEND\necho done";
+    assert_eq!(
+        without_written_text(teed),
+        "tee -a log.md <<-END\n\tEND\necho done"
+    );
+    // A program's document, a piped `cat`, a here-string: what runs, and they stay.
+    for kept in [
+        "python - <<'PY'\nopen('data/in.csv')\nPY",
+        "cat <<EOF | sh\nrm build/out.o\nEOF",
+        "cat <<< src/d.rs > x.md\nsrc/e.rs",
+    ] {
+        assert!(
+            matches!(without_written_text(kept), Cow::Borrowed(_)),
+            "{kept}"
+        );
+    }
+}
+
 proptest::proptest! {
     /// A patch's body goes and what names its files stays: every header line, and every line
     /// around the patch (the command that applies it), in order; a text with no patch is the

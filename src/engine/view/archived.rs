@@ -141,9 +141,10 @@ fn named_files(
     arguments: &serde_json::Value,
     kept: &serde_json::Map<String, serde_json::Value>,
 ) -> String {
-    use crate::domain::event::{file_paths, walk_strings, WRITTEN_TEXT_KEYS};
+    use crate::domain::event::{file_paths, walk_strings, without_written_text, WRITTEN_TEXT_KEYS};
     let mut strings = Vec::new();
     walk_strings(arguments, &WRITTEN_TEXT_KEYS, &mut strings);
+    let strings: Vec<_> = strings.into_iter().map(without_written_text).collect();
     let shown: Vec<&str> = kept
         .values()
         .filter_map(serde_json::Value::as_str)

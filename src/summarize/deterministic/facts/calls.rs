@@ -9,8 +9,8 @@ use serde_json::Value;
 use super::super::*;
 pub(in crate::summarize::deterministic) use crate::domain::event::file_paths;
 use crate::domain::event::{
-    argument_text, editor_command, reads_documents_only, walk_strings, without_patch_bodies,
-    ToolCall, WRITTEN_TEXT_KEYS,
+    argument_text, editor_command, here_document_delimiter, reads_documents_only, walk_strings,
+    without_written_text, ToolCall, WRITTEN_TEXT_KEYS,
 };
 
 impl Digest {
@@ -63,7 +63,7 @@ impl Digest {
                     };
                     // A long command (a build line, a `git add` of many files) names files
                     // past what its entry shows: each is listed as touched by the call.
-                    let unshown = unshown_paths(&without_patch_bodies(&value), &shown);
+                    let unshown = unshown_paths(&without_written_text(&value), &shown);
                     for path in unshown.into_iter().filter(|p| !patched.contains(p)) {
                         let action = one_line(&call.name, ARGUMENT_CHARS);
                         self.push(Section::Touched, format!("{path}{LAST_ACTION}{action})"));
@@ -109,7 +109,7 @@ impl Digest {
             }
             let mut listed: HashSet<String> = paths.iter().cloned().collect();
             let action = one_line(&call.name, ARGUMENT_CHARS);
-            let strings = strings.into_iter().map(without_patch_bodies);
+            let strings = strings.into_iter().map(without_written_text);
             for path in strings.flat_map(|s| unshown_paths(&s, &described)) {
                 if listed.insert(path.clone()) {
                     self.push(
@@ -280,21 +280,6 @@ fn without_here_documents(command: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(kept.join("\n"))
-}
-
-/// The word that ends the here-document a line of shell opens (`<< 'EOF'`, `<<-EOF`); none
-/// for a here-string (`<<<`) or a line that opens none.
-fn here_document_delimiter(line: &str) -> Option<&str> {
-    let (_, after) = line.split_once("<<")?;
-    if after.starts_with('<') {
-        return None;
-    }
-    let word = after.trim_start_matches('-').trim_start();
-    let word = word
-        .split(|c: char| c.is_whitespace() || c == ';' || c == ')')
-        .next()?;
-    let word = word.trim_matches(|c| c == '\'' || c == '"');
-    (!word.is_empty()).then_some(word)
 }
 
 /// The file paths `text` names that its summary entry `shown` does not, once each, in order.

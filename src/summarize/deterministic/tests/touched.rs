@@ -333,9 +333,8 @@ fn a_directorys_files_share_a_line_that_a_later_summary_reads_back() {
 }
 
 /// A command that writes a here-document (a patch piped to `apply_patch`, a file written with
-/// `cat`) is listed and described by its command lines, not the document's text; the files
-/// the document names are listed as touched by the call; of a patch, only the files it
-/// changes, not those its lines name.
+/// `cat`) is listed and described by its command lines, not the document's text; of a patch,
+/// only the files it changes are listed, not those its lines name.
 #[test]
 fn a_here_documents_text_is_left_out_of_its_commands_entry() {
     let patch = "apply_patch << 'PATCH'\n*** Begin Patch\n*** Update File: opk/ui/editor.py\n\
@@ -384,6 +383,45 @@ fn a_here_documents_text_is_left_out_of_its_commands_entry() {
         lists_file(text, "examples/printers/Prusa_MK4.json", "added"),
         "{text}"
     );
+}
+
+/// The files a document written with `cat <<'EOF' > file` names are what the file says, none
+/// the call touched; a program's document (`python - <<'PY'`) names those the program opens.
+/// A route group's file (`app/(auth)/login/page.tsx`) is listed by its whole path.
+#[test]
+fn a_written_documents_files_are_not_touched_and_a_route_groups_file_is_named_whole() {
+    let plan = "cat <<'EOF' > specs/plan.md\n- `app/(auth)/signup/page.tsx`: the form\n\
+                - `lib/auth.ts`: sessions\nEOF";
+    let script = "python - <<'PY'\nopen('data/users.csv')\nPY";
+    let read = "sed -n '1,40p' \"app/(auth)/login/page.tsx\"";
+    let mut asking = message(Role::Assistant, "");
+    asking.tool_calls = [("c1", plan), ("c2", script), ("c3", read)]
+        .into_iter()
+        .map(|(id, command)| ToolCall {
+            id: id.into(),
+            name: "shell".into(),
+            arguments: json!({ "command": ["bash", "-lc", command] }),
+            kind: Default::default(),
+        })
+        .collect();
+    let events = [
+        user(1, "Plan the sign-up page."),
+        event(2, EventBody::Message(asking)),
+        result(3, "c1", "", false),
+        result(4, "c2", "", false),
+        result(5, "c3", "export default function Login() {}", false),
+    ];
+    let out = run(&Summary::default(), &events, 12_800);
+    let text = &out.summary.text;
+    assert!(lists_file(text, "specs/plan.md", "written"), "{text}");
+    assert!(lists_file(text, "data/users.csv", "shell"), "{text}");
+    assert!(
+        lists_file(text, "app/(auth)/login/page.tsx", "read lines 1-40"),
+        "{text}"
+    );
+    for unnamed in ["signup/page.tsx", "lib/auth.ts", "- /login/page.tsx"] {
+        assert!(!text.contains(unnamed), "{unnamed}: {text}");
+    }
 }
 
 /// A patch (Codex's `apply_patch`, its text the call's input) lists each file it changes with

@@ -310,12 +310,28 @@ fn written(stage: &[Token]) -> Option<String> {
 }
 
 /// Whether `word` is one file's path as the summary reads one: not a pattern the shell
-/// expands (`src/a?.rs`, `src/[ab].rs`, `$DIR/a.rs`) into other or several files.
+/// expands (`src/a?.rs`, `src/[ab].rs`, `$DIR/a.rs`) into other or several files. A directory
+/// named in brackets (a dynamic route: `app/trips/[tripId]/page.tsx`) is no pattern: the
+/// agent names that directory, and the shell leaves the word as it is when nothing else
+/// matches.
 fn is_file(word: &str) -> bool {
     let mut paths = file_paths(word);
-    !word.contains(['?', '[', ']', '$', '*', '{'])
+    !word.contains(['?', '$', '*', '{'])
+        && !has_pattern_brackets(word)
         && paths.next() == Some(word)
         && paths.next().is_none()
+}
+
+/// Whether `path` holds brackets other than a directory's whole name (`[tripId]/`).
+fn has_pattern_brackets(path: &str) -> bool {
+    let mut segments = path.split('/').rev();
+    let name = segments.next().unwrap_or_default();
+    let bracketed = |s: &str| s.contains(['[', ']']);
+    let directory = |s: &str| {
+        let inner = s.strip_prefix('[').and_then(|s| s.strip_suffix(']'));
+        inner.is_some_and(|inner| !inner.is_empty() && !bracketed(inner))
+    };
+    bracketed(name) || segments.any(|s| bracketed(s) && !directory(s))
 }
 
 /// What a stage of a pipe that reads or searches does: the file it names (none for a filter
@@ -532,6 +548,18 @@ mod tests {
                 "cd /repo/web && cat /repo/docs/b.md",
                 pair("/repo/docs/b.md", "read"),
             ),
+            // Directories named in brackets and in parentheses (a Next.js app's routes).
+            (
+                "sed -n '1,200p' 'src/app/trips/[tripId]/overview/page.tsx'",
+                pair(
+                    "src/app/trips/[tripId]/overview/page.tsx",
+                    "read lines 1-200",
+                ),
+            ),
+            (
+                "cat \"app/(auth)/[...slug]/page.tsx\"",
+                pair("app/(auth)/[...slug]/page.tsx", "read"),
+            ),
         ];
         for (command, expected) in cases {
             assert_eq!(told(command), expected, "{command}");
@@ -574,6 +602,8 @@ mod tests {
             "tail -n +5 src/a.rs",
             "cat src/a?.rs",
             "sed -n '1,5p' src/[ab].rs",
+            "cat src/[ab]x/a.rs",
+            "cat src/[]/a.rs",
             "cat $DIR/src/a.rs",
         ] {
             assert_eq!(told(command), None, "{command}");

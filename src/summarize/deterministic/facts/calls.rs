@@ -27,6 +27,8 @@ impl Digest {
             other => Some(other),
         };
         let mut named = Vec::new();
+        let workdir = self.get(Section::Workdir).first().cloned();
+        let workdir = workdir.as_deref();
         if let Some(Value::Object(map)) = arguments {
             let moved_to = self.directory_moved_to(map);
             // The text editor's command is what it did to the file, no command run.
@@ -35,6 +37,7 @@ impl Digest {
                 let Some(value) = map.get(*key).and_then(argument_text) else {
                     continue;
                 };
+                let value = relative_paths(&value, workdir).into_owned();
                 if editing.is_some() && COMMAND_KEYS.contains(key) {
                     named.push(format!("{key}={}", one_line(&value, ARGUMENT_CHARS)));
                     continue;
@@ -109,7 +112,9 @@ impl Digest {
             }
             let mut listed: HashSet<String> = paths.iter().cloned().collect();
             let action = one_line(&call.name, ARGUMENT_CHARS);
-            let strings = strings.into_iter().map(without_written_text);
+            let strings = strings
+                .into_iter()
+                .map(|s| relative_paths(&without_written_text(s), workdir).into_owned());
             for path in strings.flat_map(|s| unshown_paths(&s, &described)) {
                 if listed.insert(path.clone()) {
                     self.push(
@@ -280,6 +285,47 @@ fn without_here_documents(command: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(kept.join("\n"))
+}
+
+/// `text` with the paths under `directory` (the working directory the harness stated) written
+/// relative to it where a word starts, as the touched list writes a file's
+/// (`cat /home/me/app/src/a.rs` is `cat src/a.rs`): the summary says its relative paths are in
+/// that directory, and a long session's commands otherwise repeat it in each entry. A file at
+/// the directory's top keeps its absolute path, as in the touched list.
+pub(in crate::summarize::deterministic) fn relative_paths<'a>(
+    text: &'a str,
+    directory: Option<&str>,
+) -> Cow<'a, str> {
+    let Some(directory) = directory.map(|d| d.trim_end_matches('/')) else {
+        return Cow::Borrowed(text);
+    };
+    if !directory.starts_with('/') || directory.len() < 2 {
+        return Cow::Borrowed(text);
+    }
+    let prefix = format!("{directory}/");
+    if !text.contains(&prefix) {
+        return Cow::Borrowed(text);
+    }
+    let ends_word = |c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | ')' | ',' | ';');
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    for (at, _) in text.match_indices(&prefix) {
+        let starts_word = text[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| ends_word(c) || matches!(c, '=' | '(' | ':' | '[' | '{'));
+        let rest = &text[at + prefix.len()..];
+        let word = &rest[..rest.find(ends_word).unwrap_or(rest.len())];
+        if starts_word && word.contains('/') && !word.starts_with('/') {
+            out.push_str(&text[copied..at]);
+            copied = at + prefix.len();
+        }
+    }
+    if copied == 0 {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    Cow::Owned(out)
 }
 
 /// The file paths `text` names that its summary entry `shown` does not, once each, in order.

@@ -241,6 +241,50 @@ fn files_in_the_working_directory_are_listed_by_their_relative_paths() {
     );
 }
 
+/// A command that names files under the working directory by their absolute paths is shown
+/// with them relative to it, as the files are listed: in the touched list, the calls made and
+/// the outputs folded. A file at the directory's top, the directory itself, a path that only
+/// starts with it and one inside a longer word keep their text.
+#[test]
+fn a_commands_paths_under_the_working_directory_are_shown_relative_to_it() {
+    let mut events = vec![
+        user(1, &environment_context("/home/dev/app")),
+        user(2, "Fix the build."),
+    ];
+    let command = "cd /home/dev/app && cat /home/dev/app/Cargo.toml /home/dev/app/tests/a.rs \
+                   && ls /home/dev/app/src/bin /home/dev/apps/x/y.rs x/home/dev/app/src/z.rs";
+    events.push(call(
+        3,
+        "c3",
+        "shell",
+        json!({ "command": ["bash", "-lc", command] }),
+    ));
+    events.push(result(4, "c3", "ok", false));
+    let out = run(&Summary::default(), &events, 8_000);
+    let text = &out.summary.text;
+    let shown = "cd /home/dev/app && cat /home/dev/app/Cargo.toml tests/a.rs && ls src/bin \
+                 /home/dev/apps/x/y.rs x/home/dev/app/src/z.rs";
+    assert!(
+        text.contains(&format!("- $ bash -lc {shown} → ok")),
+        "{text}"
+    );
+    let call = "shell(command=bash -lc cd /home/dev/app && cat /home/dev/app/Cargo.toml tests/a.rs";
+    assert!(text.contains(&format!("- {call}")), "{text}");
+    assert!(
+        text.contains(&format!("- observation://4 {call}")),
+        "{text}"
+    );
+    assert!(!text.contains("/home/dev/app/tests"), "{text}");
+    assert!(!text.contains("/home/dev/app/src/bin"), "{text}");
+    // Without a working directory stated, the command is shown as it ran.
+    let out = run(&Summary::default(), &events[1..], 8_000);
+    assert!(
+        out.summary.text.contains("/home/dev/app/tests/a.rs"),
+        "{}",
+        out.summary.text
+    );
+}
+
 #[test]
 fn a_command_run_in_another_directory_names_its_files_from_there() {
     let context = environment_context("/home/dev/app");

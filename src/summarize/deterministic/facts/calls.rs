@@ -75,7 +75,11 @@ impl Digest {
                     self.push(Section::Touched, shown);
                     command = Some(self.get(Section::Touched).len() - 1);
                 }
-                named.push(format!("{key}={}", one_line(&shown_value, ARGUMENT_CHARS)));
+                let shown_value = match PATH_KEYS.contains(key) {
+                    true => path_tail(&shown_value, ARGUMENT_CHARS),
+                    false => one_line(&shown_value, ARGUMENT_CHARS),
+                };
+                named.push(format!("{key}={shown_value}"));
             }
         } else if arguments.is_none() {
             // Arguments that are not JSON at all: show their start, it is all there is.
@@ -326,6 +330,26 @@ pub(in crate::summarize::deterministic) fn relative_paths<'a>(
     }
     out.push_str(&text[copied..]);
     Cow::Owned(out)
+}
+
+/// A path on one line in at most `max_chars` characters: a longer one keeps its end, from a
+/// directory's start (`…/components/ui/Button.tsx`), where the file's name is, rather than the
+/// start that every file of the project shares.
+fn path_tail(path: &str, max_chars: usize) -> String {
+    let path = one_line(path, usize::MAX);
+    let chars = path.chars().count();
+    if chars <= max_chars || max_chars < 2 {
+        return one_line(&path, max_chars);
+    }
+    let tail = &path[path
+        .char_indices()
+        .nth(chars - (max_chars - 1))
+        .map_or(0, |(at, _)| at)..];
+    let tail = match tail.find('/') {
+        Some(at) if at + 1 < tail.len() => &tail[at..],
+        _ => tail,
+    };
+    format!("{ELLIPSIS}{tail}")
 }
 
 /// The file paths `text` names that its summary entry `shown` does not, once each, in order.

@@ -285,6 +285,31 @@ fn a_commands_paths_under_the_working_directory_are_shown_relative_to_it() {
     );
 }
 
+/// A call's path too long for its entry keeps its end, where the file's name is, from a
+/// directory's start; the touched list names the whole path.
+#[test]
+fn a_long_path_in_a_calls_entry_keeps_its_end() {
+    let path =
+        "/Users/dev/Documents/code/@orgs/my-company/web-app/packages/site/src/components/ui/Button.tsx";
+    let events = [
+        user(1, "Style the button."),
+        call(2, "c2", "Read", json!({ "file_path": path })),
+        result(3, "c2", "export function Button() {}", false),
+    ];
+    let out = run(&Summary::default(), &events, 8_000);
+    let text = &out.summary.text;
+    let tail = "…/code/@orgs/my-company/web-app/packages/site/src/components/ui/Button.tsx";
+    assert!(
+        text.contains(&format!("- Read(file_path={tail})\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("- observation://3 Read(file_path={tail}) → ok")),
+        "{text}"
+    );
+    assert!(lists_file(text, path, "Read"), "{text}");
+}
+
 #[test]
 fn a_command_run_in_another_directory_names_its_files_from_there() {
     let context = environment_context("/home/dev/app");

@@ -136,6 +136,14 @@ pub fn without_written_text(text: &str) -> Cow<'_, str> {
 /// call's `content` is ([`WRITTEN_TEXT_KEYS`]), and the paths it names are none the command
 /// acts on. A document fed to a program (`python - <<'PY'`) is what the program runs, and stays.
 pub fn without_written_documents(text: &str) -> Cow<'_, str> {
+    without_here_documents(text, true)
+}
+
+/// A command without the text of its here-documents, and the lines that end them: all of them,
+/// or only those it writes into a file (`written_only`, see [`without_written_documents`]).
+/// The documents a line opens are read in order, each up to the line that is its delimiter (or
+/// the text's end, as the shell reads one left open); a document's lines open none.
+pub fn without_here_documents(text: &str, written_only: bool) -> Cow<'_, str> {
     if !text.contains("<<") || !text.contains('\n') {
         return Cow::Borrowed(text);
     }
@@ -144,21 +152,18 @@ pub fn without_written_documents(text: &str) -> Cow<'_, str> {
     let mut lines = text.split('\n');
     while let Some(line) = lines.next() {
         kept.push(line);
-        let Some(delimiter) = here_document_delimiter(line) else {
-            continue;
-        };
-        let written = writes_into_a_file(line);
-        // The document's lines up to its delimiter, which ends it; a program's are kept as
-        // they are, without looking for documents in them.
-        for body in lines.by_ref() {
-            let end = body.trim() == delimiter;
-            if written && !end {
-                changed = true;
-            } else {
-                kept.push(body);
-            }
-            if end {
-                break;
+        for (delimiter, written) in here_documents(line) {
+            let dropped = written || !written_only;
+            for body in lines.by_ref() {
+                let end = body.trim() == delimiter;
+                if dropped {
+                    changed = true;
+                } else {
+                    kept.push(body);
+                }
+                if end {
+                    break;
+                }
             }
         }
     }
@@ -168,30 +173,83 @@ pub fn without_written_documents(text: &str) -> Cow<'_, str> {
     }
 }
 
-/// Whether the line that opens a here-document writes it into a file: `cat` redirected
-/// (`cat > a.md <<EOF`, `cat <<EOF >> a.md`) or `tee`.
-fn writes_into_a_file(line: &str) -> bool {
-    let words = line.split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|'));
-    let (cat, tee) = words.fold((false, false), |(cat, tee), word| {
-        (cat || word == "cat", tee || word == "tee")
-    });
-    let redirected = line.replace("<<", "").contains('>');
-    (cat && redirected) || tee
+/// The here-documents a line of shell opens, in order: each one's delimiter, and whether the
+/// command it feeds writes it into a file ([`writes_into_a_file`]). A `<<` in quotes or in an
+/// arithmetic expansion (`$((1 << 4))`), and a here-string (`<<<`), open none.
+fn here_documents(line: &str) -> Vec<(&str, bool)> {
+    let bytes = line.as_bytes();
+    let mut documents = Vec::new();
+    let (mut single, mut double, mut arithmetic) = (false, false, 0usize);
+    let mut command_start = 0;
+    let mut at = 0;
+    while at < bytes.len() {
+        let quoted = single || double;
+        match bytes[at] {
+            b'\\' if !single => at += 1,
+            b'\'' if !double => single = !single,
+            b'"' if !single => double = !double,
+            b'$' if !quoted && line[at..].starts_with("$((") => {
+                arithmetic += 1;
+                at += 2;
+            }
+            b')' if !quoted && arithmetic > 0 && line[at..].starts_with("))") => {
+                arithmetic -= 1;
+                at += 1;
+            }
+            b'|' | b';' | b'&' if !quoted => command_start = at + 1,
+            b'<' if !quoted && arithmetic == 0 && line[at..].starts_with("<<") => {
+                if line[at..].starts_with("<<<") {
+                    at += 3;
+                    continue;
+                }
+                if let Some(delimiter) = delimiter_of(&line[at + 2..]) {
+                    let rest = &line[at..];
+                    let command_end = rest.find(['|', ';', '&']).map_or(line.len(), |e| at + e);
+                    let command = &line[command_start..command_end];
+                    documents.push((delimiter, writes_into_a_file(command)));
+                }
+                at += 1;
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    documents
 }
 
-/// The word that ends the here-document a line of shell opens (`<< 'EOF'`, `<<-EOF`); none
-/// for a here-string (`<<<`) or a line that opens none.
-pub fn here_document_delimiter(line: &str) -> Option<&str> {
-    let (_, after) = line.split_once("<<")?;
-    if after.starts_with('<') {
-        return None;
+/// The word after `<<` that ends the document (`EOF` of `<< 'EOF'`, `<<-EOF`, `<<\EOF`,
+/// `<<EOF>out.md`): a name, quoted or not; none for anything else.
+fn delimiter_of(after: &str) -> Option<&str> {
+    let word = after.strip_prefix('-').unwrap_or(after).trim_start();
+    let word = word.strip_prefix('\\').unwrap_or(word);
+    let (word, end) = match word.strip_prefix(['\'', '"']) {
+        Some(quoted) => (quoted, quoted.find(['\'', '"'])?),
+        None => (
+            word,
+            word.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-' || c == '.'))
+                .unwrap_or(word.len()),
+        ),
+    };
+    let word = &word[..end];
+    let name = word.starts_with(|c: char| c.is_alphabetic() || c == '_')
+        && word
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '.');
+    name.then_some(word)
+}
+
+/// Whether the command a here-document feeds writes it into a file: `cat` redirected
+/// (`cat > a.md <<EOF`, `cat <<EOF >> a.md`, `bash -lc cat <<'EOF' > a.md`) or `tee`.
+fn writes_into_a_file(command: &str) -> bool {
+    const BEFORE_PROGRAM: [&str; 7] = ["bash", "sh", "zsh", "-lc", "-c", "sudo", "env"];
+    let mut words = command
+        .split_whitespace()
+        .skip_while(|w| BEFORE_PROGRAM.contains(w));
+    match words.next().map(|w| w.trim_matches(['\'', '"'])) {
+        Some("cat") => command.replace("<<", "").contains('>'),
+        Some("tee") => true,
+        _ => false,
     }
-    let word = after.trim_start_matches('-').trim_start();
-    let word = word
-        .split(|c: char| c.is_whitespace() || c == ';' || c == ')')
-        .next()?;
-    let word = word.trim_matches(|c| c == '\'' || c == '"');
-    (!word.is_empty()).then_some(word)
 }
 
 /// A text without the bodies of the patches it holds (`apply_patch`'s `*** Begin Patch`, a

@@ -320,32 +320,53 @@ fn a_path_with_a_segment_in_brackets_is_one_path_and_brackets_around_a_path_are_
 
 #[test]
 fn a_here_document_written_into_a_file_goes_and_one_a_program_runs_stays() {
-    let written = "bash -lc cat <<'EOF' > docs/plan.md\nsee src/a.rs\nEOF\ngit add docs/plan.md";
-    assert_eq!(
-        without_written_text(written),
-        "bash -lc cat <<'EOF' > docs/plan.md\nEOF\ngit add docs/plan.md"
-    );
-    let redirected_first = "cat > notes.md << EOF\nsrc/b.rs\nEOF";
-    assert_eq!(
-        without_written_text(redirected_first),
-        "cat > notes.md << EOF\nEOF"
-    );
-    let teed = "tee -a log.md <<-END\n\tsrc/c.rs\n\tEND\necho done";
-    assert_eq!(
-        without_written_text(teed),
-        "tee -a log.md <<-END\n\tEND\necho done"
-    );
-    // A program's document, a piped `cat`, a here-string: what runs, and they stay.
+    let cases = [
+        (
+            "bash -lc cat <<'EOF' > docs/plan.md\nsee src/a.rs\nEOF\ngit add docs/plan.md",
+            "bash -lc cat <<'EOF' > docs/plan.md\ngit add docs/plan.md",
+        ),
+        (
+            "cat > notes.md << EOF\nsrc/b.rs\nEOF",
+            "cat > notes.md << EOF",
+        ),
+        (
+            "cat <<\\EOF>notes.md\nsrc/b.rs\nEOF",
+            "cat <<\\EOF>notes.md",
+        ),
+        (
+            "tee -a log.md <<-END\n\tsrc/c.rs\n\tEND\necho done",
+            "tee -a log.md <<-END\necho done",
+        ),
+        // Two documents on a line, each up to its own delimiter.
+        (
+            "cat > a.md <<A && python - <<B\nsrc/a.rs\nA\nopen('src/b.rs')\nB\nls src/c.rs",
+            "cat > a.md <<A && python - <<B\nopen('src/b.rs')\nB\nls src/c.rs",
+        ),
+    ];
+    for (command, without) in cases {
+        assert_eq!(without_written_text(command), without, "{command}");
+    }
+    // A program's document, a piped `cat`, a here-string, a shift, a `<<` in quotes: what
+    // runs, and they stay.
     for kept in [
         "python - <<'PY'\nopen('data/in.csv')\nPY",
+        "python - <<'PY' 2>&1 | tee run.log\nopen('data/in.csv')\nPY",
         "cat <<EOF | sh\nrm build/out.o\nEOF",
         "cat <<< src/d.rs > x.md\nsrc/e.rs",
+        "echo $((1 << 4)) | tee out.txt\ncat src/main.rs\n4",
+        "echo $((x << y)) | tee out.txt\ncat src/main.rs\ny",
+        "echo \"a << b\" | tee log.txt\ncat src/main.rs\nb",
     ] {
         assert!(
             matches!(without_written_text(kept), Cow::Borrowed(_)),
             "{kept}"
         );
     }
+    // What a command's entry shows: without any document.
+    assert_eq!(
+        without_here_documents("python - <<'PY'\nprint(1)\nPY\nls", false),
+        "python - <<'PY'\nls"
+    );
 }
 
 proptest::proptest! {

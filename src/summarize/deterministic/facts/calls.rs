@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::super::*;
 pub(in crate::summarize::deterministic) use crate::domain::event::file_paths;
 use crate::domain::event::{
-    argument_text, editor_command, here_document_delimiter, reads_documents_only, walk_strings,
+    argument_text, editor_command, reads_documents_only, walk_strings, without_here_documents,
     without_written_text, ToolCall, WRITTEN_TEXT_KEYS,
 };
 
@@ -37,14 +37,18 @@ impl Digest {
                 let Some(value) = map.get(*key).and_then(argument_text) else {
                     continue;
                 };
-                let value = relative_paths(&value, workdir).into_owned();
+                // A call run in another directory names its paths from there.
+                let value = match moved_to {
+                    Some(_) => value,
+                    None => relative_paths(&value, workdir).into_owned(),
+                };
                 if editing.is_some() && COMMAND_KEYS.contains(key) {
                     named.push(format!("{key}={}", one_line(&value, ARGUMENT_CHARS)));
                     continue;
                 }
                 // A command is shown without the text of its here-documents.
                 let shown_value = match COMMAND_KEYS.contains(key) {
-                    true => without_here_documents(&value),
+                    true => without_here_documents(&value, false),
                     false => Cow::Borrowed(value.as_str()),
                 };
                 if PATH_KEYS.contains(key) {
@@ -267,30 +271,6 @@ pub(super) struct CallFacts {
     pub(super) reads_documents: bool,
 }
 
-/// A command without the text of its here-documents (`cat > a.py << 'EOF'`, `apply_patch <<
-/// 'PATCH'`): that text is what the command writes, not what it runs, and its entry would
-/// otherwise show little else. The files the text names are listed on their own.
-fn without_here_documents(command: &str) -> Cow<'_, str> {
-    if !command.contains("<<") || !command.contains('\n') {
-        return Cow::Borrowed(command);
-    }
-    let mut kept: Vec<&str> = Vec::new();
-    let mut lines = command.lines();
-    while let Some(line) = lines.next() {
-        kept.push(line);
-        let Some(delimiter) = here_document_delimiter(line) else {
-            continue;
-        };
-        // The document's lines up to its delimiter, which ends it.
-        for body in lines.by_ref() {
-            if body.trim() == delimiter {
-                break;
-            }
-        }
-    }
-    Cow::Owned(kept.join("\n"))
-}
-
 /// `text` with the paths under `directory` (the working directory the harness stated) written
 /// relative to it where a word starts, as the touched list writes a file's
 /// (`cat /home/me/app/src/a.rs` is `cat src/a.rs`): the summary says its relative paths are in
@@ -310,17 +290,34 @@ pub(in crate::summarize::deterministic) fn relative_paths<'a>(
     if !text.contains(&prefix) {
         return Cow::Borrowed(text);
     }
-    let ends_word = |c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | ')' | ',' | ';');
+    // A command that changes its directory names its paths from there, not from this one.
+    let changes_directory = text
+        .split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | '\'' | '"'))
+        .any(|word| matches!(word, "cd" | "pushd"));
+    if changes_directory {
+        return Cow::Borrowed(text);
+    }
+    let ends_word = |c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '\'' | '"' | '`' | ')' | ',' | ';' | '<' | '>' | '|' | '&'
+            )
+    };
     let mut out = String::with_capacity(text.len());
     let mut copied = 0;
     for (at, _) in text.match_indices(&prefix) {
         let starts_word = text[..at]
             .chars()
             .next_back()
-            .is_none_or(|c| ends_word(c) || matches!(c, '=' | '(' | ':' | '[' | '{'));
+            .is_none_or(|c| ends_word(c) || matches!(c, '=' | '(' | '[' | '{'));
+        // Under a folder of the directory: a name, then a `/` before the word ends. The search
+        // stops at the first `/`, so that each match reads only up to the next.
         let rest = &text[at + prefix.len()..];
-        let word = &rest[..rest.find(ends_word).unwrap_or(rest.len())];
-        if starts_word && word.contains('/') && !word.starts_with('/') {
+        let nested = rest
+            .find(|c: char| c == '/' || ends_word(c))
+            .is_some_and(|end| end > 0 && rest[end..].starts_with('/'));
+        if starts_word && nested {
             out.push_str(&text[copied..at]);
             copied = at + prefix.len();
         }

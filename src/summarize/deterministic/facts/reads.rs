@@ -322,13 +322,19 @@ fn is_file(word: &str) -> bool {
         && paths.next().is_none()
 }
 
-/// Whether `path` holds brackets other than a directory's whole name (`[tripId]/`).
+/// Whether `path` holds brackets other than a directory's whole name (`[tripId]/`, an
+/// optional catch-all's `[[...slug]]/`).
 fn has_pattern_brackets(path: &str) -> bool {
     let mut segments = path.split('/').rev();
     let name = segments.next().unwrap_or_default();
     let bracketed = |s: &str| s.contains(['[', ']']);
     let directory = |s: &str| {
         let inner = s.strip_prefix('[').and_then(|s| s.strip_suffix(']'));
+        let inner = inner.map(|i| {
+            i.strip_prefix('[')
+                .and_then(|i| i.strip_suffix(']'))
+                .unwrap_or(i)
+        });
         inner.is_some_and(|inner| !inner.is_empty() && !bracketed(inner))
     };
     bracketed(name) || segments.any(|s| bracketed(s) && !directory(s))
@@ -559,6 +565,10 @@ mod tests {
             (
                 "cat \"app/(auth)/[...slug]/page.tsx\"",
                 pair("app/(auth)/[...slug]/page.tsx", "read"),
+            ),
+            (
+                "head -n 20 'app/docs/[[...slug]]/page.tsx'",
+                pair("app/docs/[[...slug]]/page.tsx", "read lines 1-20"),
             ),
         ];
         for (command, expected) in cases {

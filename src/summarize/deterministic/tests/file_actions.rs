@@ -244,38 +244,67 @@ fn files_in_the_working_directory_are_listed_by_their_relative_paths() {
 /// A command that names files under the working directory by their absolute paths is shown
 /// with them relative to it, as the files are listed: in the touched list, the calls made and
 /// the outputs folded. A file at the directory's top, the directory itself, a path that only
-/// starts with it and one inside a longer word keep their text.
+/// starts with it and one inside a longer word or after a host keep their text, as does every
+/// path of a command that changes its directory or runs in another one.
 #[test]
 fn a_commands_paths_under_the_working_directory_are_shown_relative_to_it() {
     let mut events = vec![
         user(1, &environment_context("/home/dev/app")),
         user(2, "Fix the build."),
     ];
-    let command = "cd /home/dev/app && cat /home/dev/app/Cargo.toml /home/dev/app/tests/a.rs \
-                   && ls /home/dev/app/src/bin /home/dev/apps/x/y.rs x/home/dev/app/src/z.rs";
-    events.push(call(
-        3,
-        "c3",
-        "shell",
-        json!({ "command": ["bash", "-lc", command] }),
-    ));
+    let command = "cat /home/dev/app/Cargo.toml /home/dev/app/tests/a.rs>/tmp/o && ls \
+                   /home/dev/app/src/bin /home/dev/app /home/dev/apps/x/y.rs x/home/dev/app/src/z.rs";
+    let elsewhere = "cd /home/dev/app/web && cat /home/dev/app/src/lib.rs";
+    let shell = |seq: i64, command: &str, workdir: Option<&str>| {
+        let id = format!("c{seq}");
+        let mut arguments = json!({ "command": ["bash", "-lc", command] });
+        if let Some(workdir) = workdir {
+            arguments["workdir"] = json!(workdir);
+        }
+        call(seq, &id, "shell", arguments)
+    };
+    events.push(shell(3, command, None));
     events.push(result(4, "c3", "ok", false));
+    events.push(shell(5, elsewhere, None));
+    events.push(result(6, "c5", "pub fn a() {}", false));
+    events.push(shell(
+        7,
+        "scp host:/home/dev/app/src/a.rs /home/dev/app/src/b.rs",
+        None,
+    ));
+    events.push(result(8, "c7", "", false));
+    let run_in_web = "sed -n '1,40p' /home/dev/app/src/lib.rs";
+    events.push(shell(9, run_in_web, Some("/home/dev/app/web")));
+    events.push(result(10, "c9", "pub fn a() {}", false));
     let out = run(&Summary::default(), &events, 8_000);
     let text = &out.summary.text;
-    let shown = "cd /home/dev/app && cat /home/dev/app/Cargo.toml tests/a.rs && ls src/bin \
+    let shown = "cat /home/dev/app/Cargo.toml tests/a.rs>/tmp/o && ls src/bin /home/dev/app \
                  /home/dev/apps/x/y.rs x/home/dev/app/src/z.rs";
     assert!(
         text.contains(&format!("- $ bash -lc {shown} → ok")),
         "{text}"
     );
-    let call = "shell(command=bash -lc cd /home/dev/app && cat /home/dev/app/Cargo.toml tests/a.rs";
+    let call = "shell(command=bash -lc cat /home/dev/app/Cargo.toml tests/a.rs>/tmp/o && ls";
     assert!(text.contains(&format!("- {call}")), "{text}");
     assert!(
         text.contains(&format!("- observation://4 {call}")),
         "{text}"
     );
-    assert!(!text.contains("/home/dev/app/tests"), "{text}");
-    assert!(!text.contains("/home/dev/app/src/bin"), "{text}");
+    assert!(
+        text.contains("scp host:/home/dev/app/src/a.rs src/b.rs"),
+        "{text}"
+    );
+    // Both name the file at the top's src/, read as its action.
+    assert!(
+        text.contains(&format!("- shell(command=bash -lc {elsewhere})")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("- shell(command=bash -lc {run_in_web})")),
+        "{text}"
+    );
+    assert!(lists_file(text, "src/lib.rs", "read lines 1-40"), "{text}");
+    assert!(!text.contains("web/src/lib.rs"), "{text}");
     // Without a working directory stated, the command is shown as it ran.
     let out = run(&Summary::default(), &events[1..], 8_000);
     assert!(

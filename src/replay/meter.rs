@@ -189,9 +189,15 @@ fn units(view: &Value, format: Format) -> Vec<Value> {
         Format::Openai => list("messages"),
         Format::OpenaiResponses => list("input"),
         Format::Raw => list("items"),
+        // A cache breakpoint marks where the cache is written; the prompt is the same with
+        // it or without it (a block marked in one view and not in the next is the same).
         Format::Anthropic => {
             let system = view.get("system").cloned().into_iter();
-            system.chain(list("messages")).collect()
+            let mut units: Vec<Value> = system.chain(list("messages")).collect();
+            units
+                .iter_mut()
+                .for_each(crate::engine::render::without_cache_control);
+            units
         }
     }
 }

@@ -222,6 +222,24 @@ on_both_backends! {
             let (before, after) = reasoning_around_last_user_turn("anthropic", &answer["view"]);
             assert_eq!(before, 0, "no thinking before the last user turn");
             sent += after;
+            // Two cache breakpoints: the last message's last block, and the last block of the
+            // user message before it; never a thinking block.
+            let messages = answer["view"]["messages"].as_array().unwrap();
+            let marked: Vec<(usize, &Value)> = messages
+                .iter()
+                .enumerate()
+                .flat_map(|(i, m)| m["content"].as_array().unwrap().iter().map(move |b| (i, b)))
+                .filter(|(_, b)| b.get("cache_control").is_some())
+                .collect();
+            let last = messages.len() - 1;
+            let users_before = messages[..last].iter().filter(|m| m["role"] == "user").count();
+            assert_eq!(marked.len(), 1 + usize::from(users_before > 0), "{marked:?}");
+            assert_eq!(marked.last().unwrap().0, last);
+            assert_eq!(Some(marked.last().unwrap().1), messages[last]["content"].as_array().unwrap().last());
+            for (_, block) in &marked {
+                assert_eq!(block["cache_control"], json!({"type": "ephemeral"}));
+                assert!(!block["type"].as_str().unwrap().contains("thinking"), "{block}");
+            }
         }
         assert!(sent > 0, "thinking blocks of the current loop are sent back");
         // The last call again appends nothing: it is recognised as a retry.

@@ -160,9 +160,61 @@ pub(super) fn anthropic<'a>(messages: &'a [ViewMessage<'a>]) -> AnthropicRequest
         [one] => Some(Cow::Borrowed(*one)),
         many => Some(Cow::Owned(many.join("\n\n"))),
     };
-    AnthropicRequest {
-        system,
-        messages: turns.into_messages(),
+    let mut messages = turns.into_messages();
+    mark_breakpoints(&mut messages);
+    AnthropicRequest { system, messages }
+}
+
+/// Anthropic's `cache_control`: the prefix up to the block it marks is written to the prompt
+/// cache, and read from it by a later request that repeats the prefix.
+#[derive(Serialize)]
+pub(super) struct CacheControl {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+impl CacheControl {
+    pub(super) const EPHEMERAL: CacheControl = CacheControl { kind: "ephemeral" };
+}
+
+/// `value` without Anthropic's `cache_control` marks, at any depth: the prompt a model reads,
+/// which a later view repeats whatever it marks.
+pub fn without_cache_control(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("cache_control");
+            map.values_mut().for_each(without_cache_control);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_cache_control),
+        _ => {}
+    }
+}
+
+/// Marks two cache breakpoints, Anthropic's prompt caching being explicit: the last block of
+/// the last message, so that the next view, which repeats this one and grows at its end, reads
+/// the whole of it from the cache; and the last block of the user message before it, where the
+/// previous view ended in an agent's loop (a turn adds the model's call and its result), so
+/// that this view reads that prefix however many blocks it adds. Anthropic takes four; the
+/// other two are the client's, for its tools and system prompt. Thinking blocks take no mark:
+/// the block before them does.
+pub(super) fn mark_breakpoints(messages: &mut [AnthropicMessage<'_>]) {
+    fn mark(message: &mut AnthropicMessage<'_>) {
+        let markable = message.content.iter_mut().rev().find(|block| {
+            !matches!(
+                block.part,
+                Block::Thinking { .. } | Block::RedactedThinking { .. }
+            )
+        });
+        if let Some(block) = markable {
+            block.breakpoint = true;
+        }
+    }
+    let Some((last, before)) = messages.split_last_mut() else {
+        return;
+    };
+    mark(last);
+    if let Some(previous) = before.iter_mut().rev().find(|m| m.role == "user") {
+        mark(previous);
     }
 }
 

@@ -118,8 +118,8 @@ impl<T: Serialize> Serialize for Parts<'_, '_, T> {
         let Parts(format, parts, fragments) = *self;
         let mut seq = serializer.serialize_seq(Some(parts.len()))?;
         for part in parts {
-            let Some(key) = part.key else {
-                seq.serialize_element(&part.part)?;
+            let Some(key) = part.reusable_key() else {
+                seq.serialize_element(part)?;
                 continue;
             };
             let mut fragments = fragments.borrow_mut();

@@ -37,7 +37,7 @@ use anthropic::anthropic;
 use openai::openai;
 use responses::responses;
 
-pub use anthropic::AnthropicRequest;
+pub use anthropic::{without_cache_control, AnthropicRequest};
 pub use fragments::{write_view, Fragments, ReusingView};
 pub use openai::OpenaiRequest;
 pub use responses::ResponsesRequest;
@@ -238,21 +238,46 @@ impl PartKey {
 pub struct Keyed<T> {
     key: Option<PartKey>,
     part: T,
+    /// An Anthropic cache breakpoint: the part is sent with `cache_control` (see
+    /// [`anthropic::mark_breakpoints`]), and written afresh, as it is marked on this call only.
+    breakpoint: bool,
 }
 
 impl<T> Keyed<T> {
     fn by(key: Option<PartKey>, part: T) -> Self {
-        Self { key, part }
+        Self {
+            key,
+            part,
+            breakpoint: false,
+        }
     }
 
     fn fresh(part: T) -> Self {
-        Self { key: None, part }
+        Self::by(None, part)
+    }
+
+    /// What a writer may reuse the part's JSON by: none for a breakpoint.
+    fn reusable_key(&self) -> Option<PartKey> {
+        self.key.filter(|_| !self.breakpoint)
     }
 }
 
 impl<T: Serialize> Serialize for Keyed<T> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.part.serialize(serializer)
+        if !self.breakpoint {
+            return self.part.serialize(serializer);
+        }
+        #[derive(Serialize)]
+        struct Marked<'p, T> {
+            #[serde(flatten)]
+            part: &'p T,
+            cache_control: anthropic::CacheControl,
+        }
+        Marked {
+            part: &self.part,
+            cache_control: anthropic::CacheControl::EPHEMERAL,
+        }
+        .serialize(serializer)
     }
 }
 

@@ -104,6 +104,13 @@ fn openai_shape(request: &Value) -> Vec<String> {
         .collect()
 }
 
+/// `request` without Anthropic's cache breakpoints: what the model reads, and what a later
+/// view repeats of it.
+fn without_breakpoints(mut request: Value) -> Value {
+    without_cache_control(&mut request);
+    request
+}
+
 /// One line per Anthropic message: its role and its blocks' types (with their tool ids).
 fn anthropic_shape(request: &Value) -> Vec<String> {
     request["messages"]

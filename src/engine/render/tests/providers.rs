@@ -47,7 +47,7 @@ fn anthropic_flags_error_results_only_when_they_failed() {
         result("c3", "fine"),
         result("c4", ""),
     ];
-    let anthropic = render_anthropic(&view);
+    let anthropic = without_breakpoints(render_anthropic(&view));
     assert_eq!(
         anthropic["messages"][2]["content"],
         json!([
@@ -121,7 +121,7 @@ fn anthropic_joins_system_prompts_and_opens_with_the_user() {
         system("Use British spelling."),
         assistant("Welcome back."),
     ];
-    let anthropic = render_anthropic(&view);
+    let anthropic = without_breakpoints(render_anthropic(&view));
     assert_eq!(
         anthropic,
         json!({
@@ -139,4 +139,65 @@ fn anthropic_leaves_out_an_empty_system() {
     let anthropic = render_anthropic(&[user("hi")]);
     assert!(anthropic.get("system").is_none(), "{anthropic}");
     assert_eq!(validate_anthropic(&anthropic), Ok(()));
+}
+
+/// Anthropic caches a prompt only up to a block marked with `cache_control`: a view marks the
+/// last block of its last message, which the next view repeats, and of the user message before
+/// it, where the previous view ended, and no other. The next view repeats this one but for the
+/// marks. A thinking block takes none: the block before it does.
+#[test]
+fn anthropic_marks_the_last_block_and_the_previous_user_turns_for_the_prompt_cache() {
+    let mut view = vec![
+        system("Be brief."),
+        user("go"),
+        calls("", &["c1", "c2"]),
+        result("c1", "a"),
+        result("c2", "b"),
+        assistant("Done?"),
+        user("yes"),
+        calls("", &["c3"]),
+        result("c3", "c"),
+    ];
+    let anthropic = render_anthropic(&view);
+    assert_eq!(validate_anthropic(&anthropic), Ok(()), "{anthropic:#}");
+    let mut marked = Vec::new();
+    for (m, message) in anthropic["messages"].as_array().unwrap().iter().enumerate() {
+        for (b, block) in message["content"].as_array().unwrap().iter().enumerate() {
+            if let Some(mark) = block.get("cache_control") {
+                assert_eq!(*mark, json!({"type": "ephemeral"}));
+                marked.push((m, b));
+            }
+        }
+    }
+    // user(go), assistant, user(results), assistant(Done?), user(yes), assistant, user(result).
+    assert_eq!(marked, [(4, 0), (6, 0)], "{anthropic:#}");
+
+    view.extend([calls("", &["c4"]), result("c4", "d")]);
+    let next = without_breakpoints(render_anthropic(&view));
+    let before = without_breakpoints(anthropic);
+    assert_eq!(next["system"], before["system"]);
+    assert_eq!(
+        next["messages"].as_array().unwrap()[..7],
+        before["messages"].as_array().unwrap()[..]
+    );
+
+    let assistant_turn = |blocks: Vec<Block<'static>>| AnthropicMessage {
+        role: "assistant",
+        content: blocks.into_iter().map(Keyed::fresh).collect(),
+    };
+    let text = || Block::Text { text: "x".into() };
+    let thought = || Block::Thinking {
+        thinking: "hmm",
+        signature: "s",
+    };
+    let mut messages = vec![
+        assistant_turn(vec![Block::RedactedThinking { data: "r" }]),
+        assistant_turn(vec![text(), thought()]),
+    ];
+    mark_breakpoints(&mut messages);
+    let marks: Vec<Vec<bool>> = messages
+        .iter()
+        .map(|m| m.content.iter().map(|b| b.breakpoint).collect())
+        .collect();
+    assert_eq!(marks, [vec![false], vec![true, false]]);
 }

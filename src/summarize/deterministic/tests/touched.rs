@@ -332,6 +332,21 @@ fn a_directorys_files_share_a_line_that_a_later_summary_reads_back() {
     assert_eq!(run(&again, &[], 4_000).summary.text, text);
 }
 
+/// One assistant message calling `shell` with each `(id, command)`, as Codex sends them.
+fn shell_calls(commands: &[(&str, &str)]) -> Event {
+    let mut asking = message(Role::Assistant, "");
+    asking.tool_calls = commands
+        .iter()
+        .map(|(id, command)| ToolCall {
+            id: (*id).into(),
+            name: "shell".into(),
+            arguments: json!({ "command": ["bash", "-lc", command] }),
+            kind: Default::default(),
+        })
+        .collect();
+    event(2, EventBody::Message(asking))
+}
+
 /// A command that writes a here-document (a patch piped to `apply_patch`, a file written with
 /// `cat`) is listed and described by its command lines, not the document's text; of a patch,
 /// only the files it changes are listed, not those its lines name.
@@ -344,19 +359,10 @@ fn a_here_documents_text_is_left_out_of_its_commands_entry() {
     let write =
         "cat > docs/notes.md << 'EOF'\n# Notes\nThe editor lives in opk/ui/editor.py.\nEOF\n\
                  git add docs/notes.md";
-    let mut asking = message(Role::Assistant, "");
-    asking.tool_calls = [("c1", patch), ("c2", write)]
-        .into_iter()
-        .map(|(id, command)| ToolCall {
-            id: id.into(),
-            name: "shell".into(),
-            arguments: json!({ "command": ["bash", "-lc", command] }),
-            kind: Default::default(),
-        })
-        .collect();
+    let asking = shell_calls(&[("c1", patch), ("c2", write)]);
     let events = [
         user(1, "Add the printer."),
-        event(2, EventBody::Message(asking)),
+        asking,
         result(3, "c1", "Done!", false),
         result(4, "c2", "", false),
     ];
@@ -394,19 +400,10 @@ fn a_written_documents_files_are_not_touched_and_a_route_groups_file_is_named_wh
                 - `lib/auth.ts`: sessions\nEOF";
     let script = "python - <<'PY'\nopen('data/users.csv')\nPY";
     let read = "sed -n '1,40p' \"app/(auth)/login/page.tsx\"";
-    let mut asking = message(Role::Assistant, "");
-    asking.tool_calls = [("c1", plan), ("c2", script), ("c3", read)]
-        .into_iter()
-        .map(|(id, command)| ToolCall {
-            id: id.into(),
-            name: "shell".into(),
-            arguments: json!({ "command": ["bash", "-lc", command] }),
-            kind: Default::default(),
-        })
-        .collect();
+    let asking = shell_calls(&[("c1", plan), ("c2", script), ("c3", read)]);
     let events = [
         user(1, "Plan the sign-up page."),
-        event(2, EventBody::Message(asking)),
+        asking,
         result(3, "c1", "", false),
         result(4, "c2", "", false),
         result(5, "c3", "export default function Login() {}", false),

@@ -31,6 +31,8 @@ pub(super) struct Meter {
     kept_sum: f64,
     utilization: Vec<f64>,
     pub(super) latencies: Vec<f64>,
+    /// The prompt cache Anthropic keeps for this session's requests.
+    anthropic: AnthropicCache,
 }
 
 impl Meter {
@@ -48,6 +50,7 @@ impl Meter {
             kept_sum: 0.0,
             utilization: Vec::new(),
             latencies: Vec::new(),
+            anthropic: AnthropicCache::default(),
         }
     }
 
@@ -98,6 +101,10 @@ impl Meter {
         report.tokens_sent += sent;
         if used > budget {
             report.over_budget += 1;
+        }
+        if format == Format::Anthropic {
+            let cost = self.anthropic.cost(view, sent, options.cache_price);
+            *report.anthropic_cache_cost.get_or_insert(0.0) += cost;
         }
         let messages = units(view, format);
         self.utilization.push(used / budget.max(1.0));
@@ -219,4 +226,123 @@ fn percentiles(samples: &mut [f64]) -> (f64, f64) {
     let at =
         |q: f64| samples[((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1];
     (at(0.5), at(0.99))
+}
+
+/// Anthropic's prompt cache, which a request reads and writes only at the blocks it marks
+/// (`cache_control`): each request writes the prefixes up to its marks, and reads the longest
+/// prefix an earlier request wrote that ends at one of its own marks or up to 19 blocks before
+/// it (Anthropic's look-back). A prefix is the prompt's blocks in order (the system prompt,
+/// then each message's blocks with its role), the marks aside.
+#[derive(Debug, Default)]
+struct AnthropicCache {
+    written: std::collections::HashSet<u64>,
+}
+
+/// How far before a mark Anthropic looks for a prefix written earlier, in blocks.
+const LOOK_BACK: usize = 20;
+/// What writing a token to the cache costs, as a share of an uncached one (five minutes' cache).
+const CACHE_WRITE_PRICE: f64 = 1.25;
+
+impl AnthropicCache {
+    /// What `view`, sending `sent` input tokens, costs in input tokens: the prefix read at
+    /// `cache_price`, the rest up to its last mark written at [`CACHE_WRITE_PRICE`], the rest
+    /// at full price. A block's tokens are its share of the view's characters.
+    fn cost(&mut self, view: &Value, sent: i64, cache_price: f64) -> f64 {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut blocks: Vec<(u64, usize, bool)> = Vec::new();
+        let mut prefix = 0u64;
+        let mut push = |blocks: &mut Vec<(u64, usize, bool)>, role: &str, block: &Value| {
+            let mut block = block.clone();
+            let marked = block.get("cache_control").is_some();
+            crate::engine::render::without_cache_control(&mut block);
+            let text = block.to_string();
+            let mut hasher = DefaultHasher::new();
+            (prefix, role, &text).hash(&mut hasher);
+            prefix = hasher.finish();
+            blocks.push((prefix, text.len(), marked));
+        };
+        if let Some(system) = view.get("system") {
+            push(&mut blocks, "system", system);
+        }
+        for message in view["messages"].as_array().into_iter().flatten() {
+            let role = message["role"].as_str().unwrap_or_default();
+            for block in message["content"].as_array().into_iter().flatten() {
+                push(&mut blocks, role, block);
+            }
+        }
+        let chars: usize = blocks.iter().map(|b| b.1).sum();
+        let marks: Vec<usize> = (0..blocks.len()).filter(|&i| blocks[i].2).collect();
+        let mut read = 0;
+        for &mark in &marks {
+            let from = mark.saturating_sub(LOOK_BACK - 1);
+            if let Some(at) = (from..=mark)
+                .rev()
+                .find(|&at| self.written.contains(&blocks[at].0))
+            {
+                read = read.max(at + 1);
+            }
+        }
+        let marked = marks.last().map_or(0, |&last| last + 1);
+        self.written.extend(marks.iter().map(|&at| blocks[at].0));
+        let tokens = |blocks: &[(u64, usize, bool)]| {
+            let part: usize = blocks.iter().map(|b| b.1).sum();
+            sent as f64 * part as f64 / chars.max(1) as f64
+        };
+        let read_tokens = tokens(&blocks[..read]);
+        let written_tokens = tokens(&blocks[read..marked.max(read)]);
+        read_tokens * cache_price
+            + written_tokens * CACHE_WRITE_PRICE
+            + (sent as f64 - read_tokens - written_tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn text(text: &str, marked: bool) -> Value {
+        match marked {
+            true => json!({"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}),
+            false => json!({"type": "text", "text": text}),
+        }
+    }
+
+    /// A request reads what an earlier one wrote at its marks, up to one of its own marks;
+    /// unmarked, a request reads and writes nothing; a prefix that changed is read no more.
+    #[test]
+    fn anthropic_reads_the_prefix_an_earlier_request_marked_and_writes_its_own() {
+        let (a, b, c) = ("aaaa", "bbbb", "cccc");
+        let first = json!({"system": "ssss", "messages": [
+            {"role": "user", "content": [text(a, true)]}]});
+        let second = json!({"system": "ssss", "messages": [
+            {"role": "user", "content": [text(a, true)]},
+            {"role": "assistant", "content": [text(b, false)]},
+            {"role": "user", "content": [text(c, true)]}]});
+        let mut cache = AnthropicCache::default();
+        // Nothing to read: the whole prompt up to its mark is written.
+        assert_eq!(cache.cost(&first, 100, 0.1), 125.0);
+        // The system prompt and `a` are read; `b` and `c` are written. Each block's share
+        // of the characters: the system prompt and each text alike.
+        let blocks = [
+            &second["system"],
+            &text(a, false),
+            &text(b, false),
+            &text(c, false),
+        ];
+        let chars: Vec<f64> = blocks.iter().map(|b| b.to_string().len() as f64).collect();
+        let all: f64 = chars.iter().sum();
+        let read = 400.0 * (chars[0] + chars[1]) / all;
+        let expected = read * 0.1 + (400.0 - read) * 1.25;
+        assert!((cache.cost(&second, 400, 0.1) - expected).abs() < 1e-9);
+        // Unmarked, nothing is read or written.
+        let mut unmarked = second.clone();
+        crate::engine::render::without_cache_control(&mut unmarked);
+        assert_eq!(AnthropicCache::default().cost(&unmarked, 400, 0.1), 400.0);
+        // Another system prompt: no prefix matches.
+        let mut changed = second.clone();
+        changed["system"] = json!("tttt");
+        assert_eq!(cache.cost(&changed, 400, 0.1), 500.0);
+    }
 }

@@ -47,6 +47,11 @@ pub struct SessionReport {
     pub tokens_sent: i64,
     /// The same with the prefix each view repeats from the previous priced at the cache price.
     pub effective_input_cost: f64,
+    /// Measured in the `anthropic` format: `effective_input_cost` as Anthropic prices its
+    /// explicit cache, which a request reads and writes only at the blocks it marks (reads at
+    /// the cache price, writes at 1.25, the rest in full).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anthropic_cache_cost: Option<f64>,
     /// The share of turns after the first whose view extends the previous one unchanged.
     pub prefix_stability: f64,
     /// The share of the tokens sent that repeat the previous view's prefix.
@@ -314,6 +319,9 @@ pub(super) fn total(sessions: &[SessionReport]) -> SessionReport {
             .extend(s.errors.iter().map(|e| format!("{}: {e}", s.session)));
         t.tokens_sent += s.tokens_sent;
         t.effective_input_cost += s.effective_input_cost;
+        if let Some(cost) = s.anthropic_cache_cost {
+            *t.anthropic_cache_cost.get_or_insert(0.0) += cost;
+        }
         t.summarizer_calls += s.summarizer_calls;
         t.hidden_uses += s.hidden_uses;
         t.recalls += s.recalls;

@@ -222,8 +222,7 @@ on_both_backends! {
             let (before, after) = reasoning_around_last_user_turn("anthropic", &answer["view"]);
             assert_eq!(before, 0, "no thinking before the last user turn");
             sent += after;
-            // Two cache breakpoints: the last message's last block, and the last block of the
-            // user message before it; never a thinking block.
+            // One cache breakpoint: the last message's last block, never a thinking block.
             let messages = answer["view"]["messages"].as_array().unwrap();
             let marked: Vec<(usize, &Value)> = messages
                 .iter()
@@ -232,8 +231,7 @@ on_both_backends! {
                 .filter(|(_, b)| b.get("cache_control").is_some())
                 .collect();
             let last = messages.len() - 1;
-            let users_before = messages[..last].iter().filter(|m| m["role"] == "user").count();
-            assert_eq!(marked.len(), 1 + usize::from(users_before > 0), "{marked:?}");
+            assert_eq!(marked.len(), 1, "{marked:?}");
             assert_eq!(marked.last().unwrap().0, last);
             assert_eq!(Some(marked.last().unwrap().1), messages[last]["content"].as_array().unwrap().last());
             for (_, block) in &marked {

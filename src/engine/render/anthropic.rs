@@ -190,31 +190,24 @@ pub fn without_cache_control(value: &mut Value) {
     }
 }
 
-/// Marks two cache breakpoints, Anthropic's prompt caching being explicit: the last block of
-/// the last message, so that the next view, which repeats this one and grows at its end, reads
-/// the whole of it from the cache; and the last block of the user message before it, where the
-/// previous view ended in an agent's loop (a turn adds the model's call and its result), so
-/// that this view reads that prefix however many blocks it adds. Anthropic takes four; the
-/// other two are the client's, for its tools and system prompt. Thinking blocks take no mark:
-/// the block before them does.
+/// Marks a cache breakpoint, Anthropic's prompt caching being explicit: the last block of the
+/// last message. The next view repeats this one and grows at its end, and Anthropic looks for
+/// a prefix written earlier up to 20 blocks before a mark, so each request reads the whole of
+/// the previous one from the cache as long as a turn adds fewer blocks than that. Anthropic
+/// takes four marks; the other three are the client's (for its tools and system prompt, which
+/// the view sends as a string). A thinking block takes no mark: the block before it does.
 pub(super) fn mark_breakpoints(messages: &mut [AnthropicMessage<'_>]) {
-    fn mark(message: &mut AnthropicMessage<'_>) {
-        let markable = message.content.iter_mut().rev().find(|block| {
-            !matches!(
-                block.part,
-                Block::Thinking { .. } | Block::RedactedThinking { .. }
-            )
-        });
-        if let Some(block) = markable {
-            block.breakpoint = true;
-        }
-    }
-    let Some((last, before)) = messages.split_last_mut() else {
+    let Some(last) = messages.last_mut() else {
         return;
     };
-    mark(last);
-    if let Some(previous) = before.iter_mut().rev().find(|m| m.role == "user") {
-        mark(previous);
+    let markable = last.content.iter_mut().rev().find(|block| {
+        !matches!(
+            block.part,
+            Block::Thinking { .. } | Block::RedactedThinking { .. }
+        )
+    });
+    if let Some(block) = markable {
+        block.breakpoint = true;
     }
 }
 

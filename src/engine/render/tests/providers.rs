@@ -142,11 +142,10 @@ fn anthropic_leaves_out_an_empty_system() {
 }
 
 /// Anthropic caches a prompt only up to a block marked with `cache_control`: a view marks the
-/// last block of its last message, which the next view repeats, and of the user message before
-/// it, where the previous view ended, and no other. The next view repeats this one but for the
-/// marks. A thinking block takes none: the block before it does.
+/// last block of its last message, which the next view repeats, and no other. The next view
+/// repeats this one but for the mark. A thinking block takes none: the block before it does.
 #[test]
-fn anthropic_marks_the_last_block_and_the_previous_user_turns_for_the_prompt_cache() {
+fn anthropic_marks_the_last_block_for_the_prompt_cache() {
     let mut view = vec![
         system("Be brief."),
         user("go"),
@@ -170,7 +169,7 @@ fn anthropic_marks_the_last_block_and_the_previous_user_turns_for_the_prompt_cac
         }
     }
     // user(go), assistant, user(results), assistant(Done?), user(yes), assistant, user(result).
-    assert_eq!(marked, [(4, 0), (6, 0)], "{anthropic:#}");
+    assert_eq!(marked, [(6, 0)], "{anthropic:#}");
 
     view.extend([calls("", &["c4"]), result("c4", "d")]);
     let next = without_breakpoints(render_anthropic(&view));
@@ -190,14 +189,16 @@ fn anthropic_marks_the_last_block_and_the_previous_user_turns_for_the_prompt_cac
         thinking: "hmm",
         signature: "s",
     };
-    let mut messages = vec![
-        assistant_turn(vec![Block::RedactedThinking { data: "r" }]),
-        assistant_turn(vec![text(), thought()]),
-    ];
-    mark_breakpoints(&mut messages);
-    let marks: Vec<Vec<bool>> = messages
-        .iter()
-        .map(|m| m.content.iter().map(|b| b.breakpoint).collect())
-        .collect();
-    assert_eq!(marks, [vec![false], vec![true, false]]);
+    for (blocks, expected) in [
+        (vec![text(), thought()], vec![true, false]),
+        (vec![Block::RedactedThinking { data: "r" }], vec![false]),
+    ] {
+        let mut messages = vec![assistant_turn(vec![text()]), assistant_turn(blocks)];
+        mark_breakpoints(&mut messages);
+        let marks: Vec<Vec<bool>> = messages
+            .iter()
+            .map(|m| m.content.iter().map(|b| b.breakpoint).collect())
+            .collect();
+        assert_eq!(marks, [vec![false], expected]);
+    }
 }

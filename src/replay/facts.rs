@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use crate::domain::diagnostic::{Group, Located};
 use crate::domain::event::{
-    instructions_title, is_request, named_path, reads_documents_only, request_text, walk_strings,
-    without_written_text, words, WRITTEN_TEXT_KEYS,
+    instructions_title, is_request, is_slash_command, named_path, reads_documents_only,
+    request_text, walk_strings, without_written_text, words, WRITTEN_TEXT_KEYS,
 };
 use crate::domain::text::{numbers_blanked, output_lines, without_terminal_escapes};
 use crate::engine::view::{error_shape, reads_as_error};
@@ -303,6 +303,7 @@ fn paths(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(named_path)
         .filter(|w| !w.contains('*'))
         .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
+        .filter(|w| !is_slash_command(w))
         .filter(|w| w.rsplit('/').next().is_some_and(|name| name.contains('.')))
         // `./lib/a.ex` is the file `lib/a.ex`: one fact, kept where either is named.
         .map(|w| w.trim_start_matches("./"))
@@ -547,6 +548,13 @@ mod tests {
             facts.paths.iter().collect::<Vec<_>>(),
             ["src/c.rs", "src/d.rs"]
         );
+    }
+
+    #[test]
+    fn a_slash_command_the_user_runs_is_no_path() {
+        let mut facts = Facts::default();
+        facts.learn(&json!({"role": "user", "content": "/speckit.plan then fix /docs/a.md"}));
+        assert_eq!(facts.paths.iter().collect::<Vec<_>>(), ["/docs/a.md"]);
     }
 
     #[test]

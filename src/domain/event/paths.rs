@@ -54,18 +54,31 @@ pub fn named_path(word: &str) -> &str {
 }
 
 /// The words of a text that read as file paths: a `/` and a name with an extension, not a URL,
-/// an option or a glob (`src/lib.rs`, `/etc/hosts.conf`; `--out=x` is not one), each read as
-/// the file it names ([`named_path`]: `**src/a.rs**` and `src/a.rs:58:13` are `src/a.rs`).
+/// an option, a glob or a slash command (`src/lib.rs`, `/etc/hosts.conf`; `--out=x` and
+/// `/speckit.plan` are not), each read as the file it names ([`named_path`]: `**src/a.rs**`
+/// and `src/a.rs:58:13` are `src/a.rs`).
 pub fn file_paths(text: &str) -> impl Iterator<Item = &str> {
     words(text, "\"'`,;|&<>=")
         .map(named_path)
         .filter(|w| (3..=200).contains(&w.len()) && w.contains('/') && !w.contains("://"))
+        .filter(|w| !is_slash_command(w))
         .filter(|w| !w.starts_with('-') && !w.contains('*'))
         .filter(|w| {
             w.rsplit('/')
                 .next()
                 .is_some_and(|name| name.contains('.') && !name.starts_with('.'))
         })
+}
+
+/// The namespaces of slash commands whose names read as files (Spec Kit's `/speckit.plan`).
+const COMMAND_NAMESPACES: [&str; 1] = ["speckit."];
+
+/// Whether a word is a slash command a harness defines (`/speckit.plan`, `/speckit.tasks`),
+/// no file at the file system's root; `/README.md` may be a file named from a project's root.
+pub fn is_slash_command(word: &str) -> bool {
+    word.strip_prefix('/').is_some_and(|name| {
+        !name.contains('/') && COMMAND_NAMESPACES.iter().any(|n| name.starts_with(n))
+    })
 }
 
 /// The words of `text`: split at whitespace, at `separators` and at brackets, but for the

@@ -302,6 +302,15 @@ fn a_shell_or_apply_patch_call_holds_its_action_or_operation() {
 }
 
 #[test]
+fn a_slash_command_is_no_path_and_a_file_named_from_a_projects_root_is_one() {
+    let text = "Run /speckit.plan then /speckit.tasks; see /README.md and /etc/hosts.conf";
+    assert_eq!(
+        file_paths(text).collect::<Vec<_>>(),
+        ["/README.md", "/etc/hosts.conf"]
+    );
+}
+
+#[test]
 fn a_path_with_a_segment_in_brackets_is_one_path_and_brackets_around_a_path_are_not_its() {
     let text = "Edit app/(auth)/login/page.tsx and (auth)/layout.tsx, then f(src/a.rs) \
                 (see docs/b.md) and app/(app)/(nested)/x.ts; not a/(b.ts";

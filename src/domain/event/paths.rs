@@ -135,25 +135,20 @@ impl<'a> Iterator for BracketSplit<'a> {
 }
 
 /// A text without what it writes into files: the bodies of its patches
-/// ([`without_patch_bodies`]) and the here-documents its commands write
-/// ([`without_written_documents`]). What remains may name the files a call acts on.
+/// ([`without_patch_bodies`]) and the here-documents its commands write into a file
+/// (`cat > a.md << 'EOF'`, `cat <<EOF > a.md`, `tee a.md <<EOF`), whose text is what the file
+/// will say, as a Write call's `content` is ([`WRITTEN_TEXT_KEYS`]). A document fed to a
+/// program (`python - <<'PY'`) is what the program runs, and stays. What remains may name the
+/// files a call acts on.
 pub fn without_written_text(text: &str) -> Cow<'_, str> {
     match without_patch_bodies(text) {
-        Cow::Borrowed(text) => without_written_documents(text),
-        Cow::Owned(text) => Cow::Owned(without_written_documents(&text).into_owned()),
+        Cow::Borrowed(text) => without_here_documents(text, true),
+        Cow::Owned(text) => Cow::Owned(without_here_documents(&text, true).into_owned()),
     }
 }
 
-/// A command without the here-documents it writes into a file (`cat > a.md << 'EOF'`,
-/// `cat <<EOF > a.md`, `tee a.md <<EOF`): their text is what the file will say, as a Write
-/// call's `content` is ([`WRITTEN_TEXT_KEYS`]), and the paths it names are none the command
-/// acts on. A document fed to a program (`python - <<'PY'`) is what the program runs, and stays.
-pub fn without_written_documents(text: &str) -> Cow<'_, str> {
-    without_here_documents(text, true)
-}
-
 /// A command without the text of its here-documents, and the lines that end them: all of them,
-/// or only those it writes into a file (`written_only`, see [`without_written_documents`]).
+/// or only those it writes into a file (`written_only`, see [`without_written_text`]).
 /// The documents a line opens are read in order, each up to the line that is its delimiter (or
 /// the text's end, as the shell reads one left open); a document's lines open none.
 pub fn without_here_documents(text: &str, written_only: bool) -> Cow<'_, str> {
@@ -259,7 +254,8 @@ fn writes_into_a_file(command: &str) -> bool {
         .split_whitespace()
         .skip_while(|w| BEFORE_PROGRAM.contains(w));
     match words.next().map(|w| w.trim_matches(['\'', '"'])) {
-        Some("cat") => command.replace("<<", "").contains('>'),
+        // A redirection, not the `<<` that opens the document.
+        Some("cat") => command.split("<<").any(|part| part.contains('>')),
         Some("tee") => true,
         _ => false,
     }

@@ -34,14 +34,15 @@ impl Digest {
             // The text editor's command is what it did to the file, no command run.
             let editing = editor_command(map);
             for key in PATH_KEYS.iter().chain(&COMMAND_KEYS).chain(&OTHER_KEYS) {
-                let Some(value) = map.get(*key).and_then(argument_text) else {
+                let Some(mut value) = map.get(*key).and_then(argument_text) else {
                     continue;
                 };
                 // A call run in another directory names its paths from there.
-                let value = match moved_to {
-                    Some(_) => value,
-                    None => relative_paths(&value, workdir).into_owned(),
-                };
+                if moved_to.is_none() {
+                    if let Cow::Owned(relative) = relative_paths(&value, workdir) {
+                        value = relative;
+                    }
+                }
                 if editing.is_some() && COMMAND_KEYS.contains(key) {
                     named.push(format!("{key}={}", one_line(&value, ARGUMENT_CHARS)));
                     continue;
@@ -120,15 +121,15 @@ impl Digest {
             }
             let mut listed: HashSet<String> = paths.iter().cloned().collect();
             let action = one_line(&call.name, ARGUMENT_CHARS);
-            let strings = strings
-                .into_iter()
-                .map(|s| relative_paths(&without_written_text(s), workdir).into_owned());
-            for path in strings.flat_map(|s| unshown_paths(&s, &described)) {
-                if listed.insert(path.clone()) {
-                    self.push(
-                        Section::Touched,
-                        format!("{path}{LAST_ACTION}named by {action})"),
-                    );
+            for text in strings {
+                let text = without_written_text(text);
+                for path in unshown_paths(&relative_paths(&text, workdir), &described) {
+                    if listed.insert(path.clone()) {
+                        self.push(
+                            Section::Touched,
+                            format!("{path}{LAST_ACTION}named by {action})"),
+                        );
+                    }
                 }
             }
         }
@@ -335,7 +336,10 @@ pub(in crate::summarize::deterministic) fn relative_paths<'a>(
 fn path_tail(path: &str, max_chars: usize) -> String {
     let path = one_line(path, usize::MAX);
     let chars = path.chars().count();
-    if chars <= max_chars || max_chars < 2 {
+    if chars <= max_chars {
+        return path;
+    }
+    if max_chars < 2 {
         return one_line(&path, max_chars);
     }
     let tail = &path[path

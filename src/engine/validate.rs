@@ -121,9 +121,9 @@ fn validate_openai_turn(messages: &[Value], i: usize, message: &Value) -> Result
     Ok(j)
 }
 
-/// Checks an Anthropic Messages request: a string `system`; a non-empty list of messages that
-/// starts with the user and strictly alternates; non-empty arrays of known content blocks with
-/// no blank text; `tool_use` ids unique in the request; every `tool_use` answered exactly once
+/// Checks an Anthropic Messages request: a `system` string or non-blank text blocks; a
+/// non-empty list of messages that starts with the user and strictly alternates; non-empty
+/// arrays of known content blocks with no blank text; `tool_use` ids unique in the request; every `tool_use` answered exactly once
 /// by a `tool_result` in the next (user) message, every `tool_result` answering a `tool_use`
 /// of the previous message, and `tool_result` blocks ahead of any other block of their message.
 pub fn validate_anthropic(request: &Value) -> Result<(), String> {
@@ -132,7 +132,16 @@ pub fn validate_anthropic(request: &Value) -> Result<(), String> {
     }
     match request.get("system") {
         None | Some(Value::String(_)) => {}
-        Some(_) => return Err("`system` must be a string".into()),
+        Some(Value::Array(blocks)) => {
+            for (k, block) in blocks.iter().enumerate() {
+                let at = format!("system[{k}]");
+                if block.get("type").and_then(Value::as_str) != Some("text") {
+                    return Err(format!("{at}: `system` takes only text blocks"));
+                }
+                non_blank_text(block, &at)?;
+            }
+        }
+        Some(_) => return Err("`system` must be a string or text blocks".into()),
     }
     let messages = request
         .get("messages")
@@ -709,7 +718,15 @@ mod tests {
         let cases = [
             (
                 json!({"system": ["x"], "messages": [go.clone()]}),
-                "`system` must be a string",
+                "system[0]: `system` takes only text blocks",
+            ),
+            (
+                json!({"system": [text("a"), text(" ")], "messages": [go.clone()]}),
+                "system[1]: text blocks must not be empty or blank",
+            ),
+            (
+                json!({"system": 7, "messages": [go.clone()]}),
+                "`system` must be a string or text blocks",
             ),
             (json!({"system": "x"}), "`messages` must be an array"),
             (anthropic(vec![]), "`messages` must not be empty"),

@@ -261,8 +261,12 @@ impl AnthropicCache {
             prefix = hasher.finish();
             blocks.push((prefix, text.len(), marked));
         };
-        if let Some(system) = view.get("system") {
-            push(&mut blocks, "system", system);
+        match view.get("system") {
+            Some(Value::Array(system)) => {
+                system.iter().for_each(|b| push(&mut blocks, "system", b))
+            }
+            Some(system) => push(&mut blocks, "system", system),
+            None => {}
         }
         for message in view["messages"].as_array().into_iter().flatten() {
             let role = message["role"].as_str().unwrap_or_default();
@@ -344,5 +348,28 @@ mod tests {
         let mut changed = second.clone();
         changed["system"] = json!("tttt");
         assert_eq!(cache.cost(&changed, 400, 0.1), 500.0);
+    }
+
+    /// After a compaction the messages differ from the first block on: only a mark on the
+    /// system prompt, which a compaction keeps, lets its tokens be read from the cache.
+    #[test]
+    fn anthropic_reads_a_marked_system_prompt_after_the_messages_changed() {
+        let system = |marked| json!([text("ssssssss", marked)]);
+        let view = |marked, said: &str| {
+            json!({"system": system(marked), "messages": [
+                {"role": "user", "content": [text(said, true)]}]})
+        };
+        let mut cache = AnthropicCache::default();
+        assert_eq!(cache.cost(&view(true, "aaaa"), 100, 0.1), 125.0);
+        let compacted = view(true, "bbbb");
+        let chars = |v: &Value| v.to_string().len() as f64;
+        let system_share = 100.0 * chars(&text("ssssssss", false))
+            / (chars(&text("ssssssss", false)) + chars(&text("bbbb", false)));
+        let expected = system_share * 0.1 + (100.0 - system_share) * 1.25;
+        assert!((cache.cost(&compacted, 100, 0.1) - expected).abs() < 1e-9);
+        // Not marked, the system prompt is written again with the new messages.
+        let mut unmarked = AnthropicCache::default();
+        assert_eq!(unmarked.cost(&view(false, "aaaa"), 100, 0.1), 125.0);
+        assert_eq!(unmarked.cost(&view(false, "bbbb"), 100, 0.1), 125.0);
     }
 }

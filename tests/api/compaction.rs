@@ -135,7 +135,7 @@ on_both_backends! {
         validate_openai(&openai["view"]).unwrap();
         let anthropic = compact(&app, &id, json!({"format": "anthropic"})).await;
         validate_anthropic(&anthropic["view"]).unwrap();
-        assert_eq!(anthropic["view"]["system"], "sys");
+        assert_eq!(anthropic["view"]["system"][0]["text"], "sys");
         let raw = compact(&app, &id, json!({"format": "raw"})).await;
         let items = raw["view"]["items"].as_array().unwrap();
         assert_eq!(items.len(), 8);

@@ -122,7 +122,7 @@ on_both_backends! {
             assert_eq!(m["content"][0]["type"], "thinking", "{m}");
             assert_eq!(m["content"][0]["signature"], format!("sig{k}"));
         }
-        assert_eq!(last["system"], "You are a coding agent.");
+        assert_eq!(last["system"][0]["text"], "You are a coding agent.");
 
         // Each session holds the conversation once, and the usage calibrated it.
         for (key, events) in [("openai_session", 6), ("anthropic_session", 6)] {

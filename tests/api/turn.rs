@@ -5,6 +5,7 @@
 //! agent would send them — its full history, the last view plus the new messages, or only the
 //! new messages — with every view checked against the providers' own SDK types.
 
+use ctxd::engine::validate::validate_anthropic;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -222,7 +223,8 @@ on_both_backends! {
             let (before, after) = reasoning_around_last_user_turn("anthropic", &answer["view"]);
             assert_eq!(before, 0, "no thinking before the last user turn");
             sent += after;
-            // One cache breakpoint: the last message's last block, never a thinking block.
+            // One cache breakpoint in the messages: the last message's last block, never a
+            // thinking block.
             let messages = answer["view"]["messages"].as_array().unwrap();
             let marked: Vec<(usize, &Value)> = messages
                 .iter()
@@ -483,6 +485,43 @@ on_both_backends! {
         assert_eq!(app.all_events(&session).await.len(), 4);
         let missing = app.post("/sessions/01936f4e-8a7b-7c3d-9e2f-4a5b6c7d8e9f/turn", &first).await;
         assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    }
+}
+
+on_both_backends! {
+    /// Claude Code sends its system prompt as text blocks, the last marked for the cache. The
+    /// view gives it back as one text block marked for the prompt cache (a compaction rewrites
+    /// the messages after it, never it), and that view's `system` sent back on the next turn is
+    /// the session's system prompt, not a new one.
+    async fn an_anthropic_system_prompt_comes_back_as_one_block_marked_for_the_cache(app) {
+        let session = app.create_session(json!({})).await;
+        let path = format!("/sessions/{session}/turn");
+        let system = json!([
+            {"type": "text", "text": "You are Claude Code."},
+            {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]);
+        let user = json!({"role": "user", "content": "Fix the build."});
+        let first = json!({"format": "anthropic", "system": system, "messages": [user]});
+        let reply = app.post(&path, &first).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert_eq!(reply.body["appended"], json!([1, 2]));
+        let view = &reply.body["view"];
+        assert_eq!(
+            view["system"],
+            json!([{"type": "text", "text": "You are Claude Code.\n\nBe brief.",
+                    "cache_control": {"type": "ephemeral"}}]),
+            "{view}"
+        );
+        validate_anthropic(view).unwrap();
+
+        let answer = json!({"role": "assistant", "content": [{"type": "text", "text": "On it."}]});
+        let mut messages = view["messages"].as_array().unwrap().clone();
+        messages.push(answer);
+        let next = json!({"format": "anthropic", "system": view["system"], "messages": messages});
+        let reply = app.post(&path, &next).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert_eq!(reply.body["appended"], json!([3]), "{}", reply.body);
+        assert_eq!(reply.body["view"]["system"], view["system"]);
+        assert_eq!(app.all_events(&session).await.len(), 3);
     }
 }
 

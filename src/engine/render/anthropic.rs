@@ -15,11 +15,12 @@ use crate::domain::compaction::ViewMessage;
 use crate::domain::content::{Image, Part};
 use crate::domain::event::{Role, ToolCall};
 
-/// `{"system": "...", "messages": [...]}` for Anthropic Messages.
+/// `{"system": [...], "messages": [...]}` for Anthropic Messages.
 #[derive(Serialize)]
 pub struct AnthropicRequest<'a> {
+    /// The system prompts as one text block, marked for the prompt cache.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) system: Option<Cow<'a, str>>,
+    pub(super) system: Option<[Keyed<Block<'a>>; 1]>,
     pub(super) messages: Vec<AnthropicMessage<'a>>,
 }
 
@@ -118,8 +119,9 @@ fn own_blocks<'a>(message: &'a ViewMessage<'a>) -> Vec<Block<'a>> {
     }
 }
 
-/// `{"system": "...", "messages": [...]}` in Anthropic Messages form (`system` only when there
-/// is one): system prompts joined by blank lines; user and assistant strictly alternating,
+/// `{"system": [...], "messages": [...]}` in Anthropic Messages form (`system` only when there
+/// is one): system prompts joined by blank lines into one text block, marked for the prompt
+/// cache (see [`mark_breakpoints`]); user and assistant strictly alternating,
 /// starting with the user; all results of an assistant turn as `tool_result` blocks leading the
 /// next user message.
 pub(super) fn anthropic<'a>(messages: &'a [ViewMessage<'a>]) -> AnthropicRequest<'a> {
@@ -160,6 +162,7 @@ pub(super) fn anthropic<'a>(messages: &'a [ViewMessage<'a>]) -> AnthropicRequest
         [one] => Some(Cow::Borrowed(*one)),
         many => Some(Cow::Owned(many.join("\n\n"))),
     };
+    let system = system.map(|text| [Keyed::marked(Block::Text { text })]);
     let mut messages = turns.into_messages();
     mark_breakpoints(&mut messages);
     AnthropicRequest { system, messages }
@@ -193,9 +196,11 @@ pub fn without_cache_control(value: &mut Value) {
 /// Marks a cache breakpoint, Anthropic's prompt caching being explicit: the last block of the
 /// last message. The next view repeats this one and grows at its end, and Anthropic looks for
 /// a prefix written earlier up to 20 blocks before a mark, so each request reads the whole of
-/// the previous one from the cache as long as a turn adds fewer blocks than that. Anthropic
-/// takes four marks; the other three are the client's (for its tools and system prompt, which
-/// the view sends as a string). A thinking block takes no mark: the block before it does.
+/// the previous one from the cache as long as a turn adds fewer blocks than that. The system
+/// prompt carries the other mark: a compaction rewrites the messages from the summary on, and
+/// the tools and system prompt before them are still read from the cache. Anthropic takes four
+/// marks; the other two are the client's. A thinking block takes no mark: the block before it
+/// does.
 pub(super) fn mark_breakpoints(messages: &mut [AnthropicMessage<'_>]) {
     let Some(last) = messages.last_mut() else {
         return;

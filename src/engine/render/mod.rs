@@ -256,6 +256,14 @@ impl<T> Keyed<T> {
         Self::by(None, part)
     }
 
+    /// A part sent with an Anthropic cache breakpoint.
+    fn marked(part: T) -> Self {
+        Self {
+            breakpoint: true,
+            ..Self::fresh(part)
+        }
+    }
+
     /// What a writer may reuse the part's JSON by: none for a breakpoint.
     fn reusable_key(&self) -> Option<PartKey> {
         self.key.filter(|_| !self.breakpoint)

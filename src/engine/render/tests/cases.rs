@@ -342,7 +342,7 @@ fn input_outside_the_contract_still_renders_a_valid_request() {
     );
     let anthropic = render_anthropic(&view);
     assert_eq!(validate_anthropic(&anthropic), Ok(()), "{anthropic:#}");
-    assert_eq!(anthropic["system"], "a late system message");
+    assert_eq!(anthropic["system"][0]["text"], "a late system message");
 }
 
 #[test]
@@ -381,7 +381,8 @@ fn format_is_lowercase_and_defaults_to_openai() {
     );
     assert_eq!(
         render(Format::Anthropic, &view),
-        json!({"system": "Be brief.", "messages": [{"role": "user",
+        json!({"system": [{"type": "text", "text": "Be brief.",
+            "cache_control": {"type": "ephemeral"}}], "messages": [{"role": "user",
             "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}]})
     );
     let raw = render(Format::Raw, &view);

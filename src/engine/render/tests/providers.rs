@@ -125,7 +125,7 @@ fn anthropic_joins_system_prompts_and_opens_with_the_user() {
     assert_eq!(
         anthropic,
         json!({
-            "system": "Be brief.\n\nUse British spelling.",
+            "system": [{"type": "text", "text": "Be brief.\n\nUse British spelling."}],
             "messages": [
                 {"role": "user", "content": [{"type": "text", "text": CONVERSATION_CONTINUES}]},
                 {"role": "assistant", "content": [{"type": "text", "text": "Welcome back."}]},
@@ -142,8 +142,9 @@ fn anthropic_leaves_out_an_empty_system() {
 }
 
 /// Anthropic caches a prompt only up to a block marked with `cache_control`: a view marks the
-/// last block of its last message, which the next view repeats, and no other. The next view
-/// repeats this one but for the mark. A thinking block takes none: the block before it does.
+/// last block of its last message, which the next view repeats, and its system prompt, which
+/// a compaction keeps, and no other. The next view repeats this one but for the mark. A
+/// thinking block takes none: the block before it does.
 #[test]
 fn anthropic_marks_the_last_block_for_the_prompt_cache() {
     let mut view = vec![
@@ -170,6 +171,10 @@ fn anthropic_marks_the_last_block_for_the_prompt_cache() {
     }
     // user(go), assistant, user(results), assistant(Done?), user(yes), assistant, user(result).
     assert_eq!(marked, [(6, 0)], "{anthropic:#}");
+    assert_eq!(
+        anthropic["system"],
+        json!([{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}])
+    );
 
     view.extend([calls("", &["c4"]), result("c4", "d")]);
     let next = without_breakpoints(render_anthropic(&view));

@@ -13,7 +13,8 @@ use serde_json::Value;
 use crate::domain::diagnostic::{Group, Located};
 use crate::domain::event::{
     instructions_title, is_request, is_slash_command, named_path, reads_documents_only,
-    request_text, walk_strings, without_written_text, words, WRITTEN_TEXT_KEYS,
+    request_text, walk_strings, without_list_marker, without_written_text, words,
+    WRITTEN_TEXT_KEYS,
 };
 use crate::domain::text::{numbers_blanked, output_lines, without_terminal_escapes};
 use crate::engine::view::{error_shape, reads_as_error};
@@ -109,7 +110,8 @@ impl Facts {
                     }
                 }
                 if request || instructions {
-                    let stated = text.lines().map(str::trim).filter(|l| is_constraint(l));
+                    let stated = text.lines().map(|l| without_list_marker(l.trim()));
+                    let stated = stated.filter(|l| is_constraint(l));
                     self.constraints.extend(stated.map(cut));
                 }
                 // The files a project's instructions list (a catalogue of skills) are none the
@@ -488,6 +490,20 @@ mod tests {
         );
         assert_eq!(kept.constraints, (0, 1));
         assert!((kept.share() - 0.6).abs() < 1e-9);
+    }
+
+    /// A rule the user wrote as a list item is its words: a view that lists it under another
+    /// marker keeps it.
+    #[test]
+    fn a_constraint_is_kept_under_any_list_marker() {
+        let mut facts = Facts::default();
+        facts.learn(&json!({"role": "user", "content": "Rules:\n- Never push to main\n2. Always run the tests"}));
+        assert_eq!(
+            facts.constraints.iter().collect::<Vec<_>>(),
+            ["Always run the tests", "Never push to main"]
+        );
+        let kept = facts.kept_in("## Constraints\n* Never push to main\n- Always run the tests");
+        assert_eq!(kept.constraints, (2, 2));
     }
 
     #[test]

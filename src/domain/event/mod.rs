@@ -22,7 +22,7 @@ pub use paths::{
 };
 pub use requests::{
     constraint_lines, instructions_title, is_markup_only, is_request, request_text,
-    stated_working_directory,
+    stated_working_directory, without_list_marker,
 };
 
 const MAX_ID_CHARS: usize = 256;

@@ -168,7 +168,8 @@ pub fn is_markup_only(text: &str) -> bool {
 }
 
 /// The lines of a user's message that state a constraint: "never…", "do not…", "must…",
-/// "always…", "only…", "without…". What the agent must keep honouring long after the turn.
+/// "always…", "only…", "without…", without the list marker before them. What the agent must
+/// keep honouring long after the turn.
 pub fn constraint_lines(text: &str) -> impl Iterator<Item = &str> {
     const WORDS: [&str; 8] = [
         " never ",
@@ -181,6 +182,20 @@ pub fn constraint_lines(text: &str) -> impl Iterator<Item = &str> {
         " should not ",
     ];
     text.lines()
-        .map(str::trim)
+        .map(|line| without_list_marker(line.trim()))
         .filter(|line| crate::domain::text::says_any(line, 8, &WORDS))
+}
+
+/// `line` without the marker of a list item it opens with (`- `, `* `, `+ `, `• `, `1. `,
+/// `1) `): the rule a list states is its words, and a summary lists it under its own marker.
+pub fn without_list_marker(line: &str) -> &str {
+    let numbered = line
+        .find(|c: char| !c.is_ascii_digit())
+        .filter(|&at| (1..=3).contains(&at))
+        .and_then(|at| line[at..].strip_prefix(['.', ')']));
+    let rest = ["- ", "* ", "+ ", "• "]
+        .iter()
+        .find_map(|marker| line.strip_prefix(marker))
+        .or_else(|| numbered.filter(|rest| rest.starts_with(' ')));
+    rest.map_or(line, str::trim_start)
 }

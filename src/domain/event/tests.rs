@@ -550,3 +550,29 @@ fn a_call_that_only_reads_documents_is_told_from_one_that_runs_or_reads_other_fi
         );
     }
 }
+
+/// A rule written as a list item is the rule: the summary lists it under its own marker, so
+/// the item's marker went with it (`- - never push`).
+#[test]
+fn a_constraint_written_as_a_list_item_is_its_words() {
+    let text = "Rules:\n- Never push to main\n  * **IMPORTANT**: do not edit the lockfile\n\
+        2. Always run the tests\n10) must pass clippy\n3.5 must be the version\n\
+        -x must stay as it is\n• only ASCII please";
+    assert_eq!(
+        constraint_lines(text).collect::<Vec<_>>(),
+        [
+            "Never push to main",
+            "**IMPORTANT**: do not edit the lockfile",
+            "Always run the tests",
+            "must pass clippy",
+            "3.5 must be the version",
+            "-x must stay as it is",
+            "only ASCII please",
+        ]
+    );
+    assert_eq!(without_list_marker("**bold** must"), "**bold** must");
+    assert_eq!(
+        without_list_marker("1234. four digits"),
+        "1234. four digits"
+    );
+}

@@ -269,3 +269,20 @@ fn two_long_requests_that_differ_past_their_entries_are_both_listed() {
     assert!(text.contains("- observation://2 Here is the log"), "{text}");
     assert!(text.contains("- observation://3 Here is the log"), "{text}");
 }
+
+/// A rule the user wrote as a list item is listed by its words under the summary's own
+/// marker, not as `- - Never…`.
+#[test]
+fn a_rule_written_as_a_list_item_is_listed_under_one_marker() {
+    let events = [user(
+        1,
+        "Plan the migration.\n\n## Rules\n- **IMPORTANT**: never drop a table\n2. Always keep a backup",
+    )];
+    let out = run(&Summary::default(), &events, 4000);
+    let text = &out.summary.text;
+    assert!(
+        text.contains("\n- **IMPORTANT**: never drop a table\n- Always keep a backup"),
+        "{text}"
+    );
+    assert!(!text.contains("- - "), "{text}");
+}

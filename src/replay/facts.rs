@@ -12,9 +12,9 @@ use serde_json::Value;
 
 use crate::domain::diagnostic::{Group, Located};
 use crate::domain::event::{
-    instructions_title, is_request, is_slash_command, named_path, reads_documents_only,
-    request_text, walk_strings, without_list_marker, without_written_text, words,
-    WRITTEN_TEXT_KEYS,
+    instructions_title, is_request, is_slash_command, lines_outside_skills, named_path,
+    reads_documents_only, request_text, walk_strings, without_list_marker, without_written_text,
+    words, WRITTEN_TEXT_KEYS,
 };
 use crate::domain::text::{numbers_blanked, output_lines, without_terminal_escapes};
 use crate::engine::view::{error_shape, reads_as_error};
@@ -110,7 +110,7 @@ impl Facts {
                     }
                 }
                 if request || instructions {
-                    let stated = text.lines().map(|l| without_list_marker(l.trim()));
+                    let stated = lines_outside_skills(text).map(|l| without_list_marker(l.trim()));
                     let stated = stated.filter(|l| is_constraint(l));
                     self.constraints.extend(stated.map(cut));
                 }
@@ -490,6 +490,23 @@ mod tests {
         );
         assert_eq!(kept.constraints, (0, 1));
         assert!((kept.share() - 0.6).abs() < 1e-9);
+    }
+
+    /// The skills catalogue a harness writes into a project's instructions holds no fact of
+    /// the user's rules; the project's own rules do.
+    #[test]
+    fn a_harness_skills_catalogue_is_no_constraint() {
+        let mut facts = Facts::default();
+        let instructions = "# AGENTS.md instructions for /home/me/app\n\n<INSTRUCTIONS>\n\
+            - Never push to main.\n## Skills\n\
+            A skill is a set of local instructions to follow that is stored in a `SKILL.md` file.\n\
+            ### How to use skills\n- Trigger rules: you must use that skill for that turn.\n\
+            </INSTRUCTIONS>";
+        facts.learn(&json!({"role": "user", "content": instructions}));
+        assert_eq!(
+            facts.constraints.iter().collect::<Vec<_>>(),
+            ["Never push to main."]
+        );
     }
 
     /// A rule the user wrote as a list item is its words: a view that lists it under another

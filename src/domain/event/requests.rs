@@ -181,9 +181,56 @@ pub fn constraint_lines(text: &str) -> impl Iterator<Item = &str> {
         " without ",
         " should not ",
     ];
-    text.lines()
+    lines_outside_skills(text)
         .map(|line| without_list_marker(line.trim()))
         .filter(|line| crate::domain::text::says_any(line, 8, &WORDS))
+}
+
+/// How a harness opens the skills catalogue it writes into a project's instructions (Codex).
+const SKILLS_CATALOGUE: &str = "A skill is a set of local instructions";
+
+/// The lines of `text` but a skills catalogue a harness writes into it: Codex's `## Skills`
+/// section that opens "A skill is a set of local instructions…", up to the next heading of its
+/// level or closing tag, or a `<skills_instructions>` block. How to use the harness's skills
+/// is the same for every user, and none of the user's rules.
+pub fn lines_outside_skills(text: &str) -> impl Iterator<Item = &str> {
+    #[derive(Clone, Copy)]
+    enum Inside {
+        Nothing,
+        Section,
+        Block,
+    }
+    let mut lines = text.lines().peekable();
+    let mut inside = Inside::Nothing;
+    std::iter::from_fn(move || loop {
+        let line = lines.next()?;
+        let trimmed = line.trim();
+        match inside {
+            Inside::Block => {
+                if trimmed.contains("</skills_instructions>") {
+                    inside = Inside::Nothing;
+                }
+                continue;
+            }
+            Inside::Section if trimmed.starts_with("## ") || trimmed.starts_with("</") => {
+                inside = Inside::Nothing;
+            }
+            Inside::Section => continue,
+            Inside::Nothing => {}
+        }
+        if trimmed.starts_with("<skills_instructions>") {
+            if !trimmed.contains("</skills_instructions>") {
+                inside = Inside::Block;
+            }
+            continue;
+        }
+        let catalogue = |next: &&str| next.trim_start().starts_with(SKILLS_CATALOGUE);
+        if trimmed == "## Skills" && lines.peek().is_some_and(catalogue) {
+            inside = Inside::Section;
+            continue;
+        }
+        return Some(line);
+    })
 }
 
 /// `line` without the marker of a list item it opens with (`- `, `* `, `+ `, `• `, `1. `,

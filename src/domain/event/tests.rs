@@ -576,3 +576,35 @@ fn a_constraint_written_as_a_list_item_is_its_words() {
         "1234. four digits"
     );
 }
+
+/// The skills catalogue Codex writes into a project's instructions states how to use its
+/// skills, the same for every user: none of its lines is a rule of the user's, and the
+/// project's rules around it still are.
+#[test]
+fn a_harness_skills_catalogue_states_no_rule_of_the_users() {
+    let text = "# AGENTS.md instructions for /home/me/app\n\n<INSTRUCTIONS>\n\
+        - Never push to main.\n\
+        ## Skills\n\
+        A skill is a set of local instructions to follow that is stored in a `SKILL.md` file.\n\
+        ### Available skills\n\
+        - audit: Use only when the user asks for an audit. (file: /s/audit/SKILL.md)\n\
+        ### How to use skills\n\
+        - Trigger rules: you must use that skill for that turn.\n\
+        - Keep context small: only load extra files when needed.\n\
+        ## Testing\n\
+        - Always run `make test` before a commit.\n\
+        </INSTRUCTIONS>\n\
+        <skills_instructions>\n- You must open SKILL.md first.\n</skills_instructions>\n\
+        Do not edit the lockfile.";
+    assert_eq!(
+        constraint_lines(text).collect::<Vec<_>>(),
+        [
+            "Never push to main.",
+            "Always run `make test` before a commit.",
+            "Do not edit the lockfile."
+        ]
+    );
+    // A section named so that is not the catalogue stays.
+    let own = "## Skills\nWe must only hire people who can write.";
+    assert_eq!(lines_outside_skills(own).count(), 2);
+}

@@ -213,9 +213,10 @@ async fn a_long_request_shown_as_head_and_tail_names_the_rules_of_its_middle() {
     let (shown_as, content) = shown(&out, long).expect("the long request is in the view");
     assert_eq!(shown_as, Projection::Preview, "{content}");
     assert!(content.starts_with("Write the importer"), "{content}");
+    // Each rule on a line of its own, by its words (the list marker it had goes).
     for rule in [
-        "- Never edit the generated files.",
-        "- Do not add dependencies.",
+        "Never edit the generated files.",
+        "Do not add dependencies.",
     ] {
         assert!(
             content.contains(&format!("\n{rule}\n")),

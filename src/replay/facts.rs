@@ -12,9 +12,8 @@ use serde_json::Value;
 
 use crate::domain::diagnostic::{Group, Located};
 use crate::domain::event::{
-    instructions_title, is_request, is_slash_command, lines_outside_skills, named_path,
-    reads_documents_only, request_text, walk_strings, without_list_marker, without_written_text,
-    words, WRITTEN_TEXT_KEYS,
+    instructions_title, is_request, is_slash_command, named_path, reads_documents_only,
+    request_text, rule_lines, walk_strings, without_written_text, words, WRITTEN_TEXT_KEYS,
 };
 use crate::domain::text::{numbers_blanked, output_lines, without_terminal_escapes};
 use crate::engine::view::{error_shape, reads_as_error};
@@ -110,8 +109,7 @@ impl Facts {
                     }
                 }
                 if request || instructions {
-                    let stated = lines_outside_skills(text).map(|l| without_list_marker(l.trim()));
-                    let stated = stated.filter(|l| is_constraint(l));
+                    let stated = rule_lines(text).filter(|l| is_constraint(l));
                     self.constraints.extend(stated.map(cut));
                 }
                 // The files a project's instructions list (a catalogue of skills) are none the

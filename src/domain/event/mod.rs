@@ -21,8 +21,8 @@ pub use paths::{
     SHELL_WRAPPERS, WRITTEN_TEXT_KEYS,
 };
 pub use requests::{
-    constraint_lines, instructions_title, is_markup_only, is_request, lines_outside_skills,
-    request_text, stated_working_directory, without_list_marker,
+    constraint_lines, instructions_title, is_markup_only, is_request, request_text, rule_lines,
+    stated_working_directory,
 };
 
 const MAX_ID_CHARS: usize = 256;

@@ -181,9 +181,13 @@ pub fn constraint_lines(text: &str) -> impl Iterator<Item = &str> {
         " without ",
         " should not ",
     ];
-    lines_outside_skills(text)
-        .map(|line| without_list_marker(line.trim()))
-        .filter(|line| crate::domain::text::says_any(line, 8, &WORDS))
+    rule_lines(text).filter(|line| crate::domain::text::says_any(line, 8, &WORDS))
+}
+
+/// The lines of a user's message a rule may be stated on, each trimmed and without the list
+/// marker before it; a harness's skills catalogue left out ([`lines_outside_skills`]).
+pub fn rule_lines(text: &str) -> impl Iterator<Item = &str> {
+    lines_outside_skills(text).map(|line| without_list_marker(line.trim()))
 }
 
 /// How a harness opens the skills catalogue it writes into a project's instructions (Codex).
@@ -193,7 +197,7 @@ const SKILLS_CATALOGUE: &str = "A skill is a set of local instructions";
 /// section that opens "A skill is a set of local instructions…", up to the next heading of its
 /// level or closing tag, or a `<skills_instructions>` block. How to use the harness's skills
 /// is the same for every user, and none of the user's rules.
-pub fn lines_outside_skills(text: &str) -> impl Iterator<Item = &str> {
+pub(super) fn lines_outside_skills(text: &str) -> impl Iterator<Item = &str> {
     #[derive(Clone, Copy)]
     enum Inside {
         Nothing,
@@ -235,7 +239,7 @@ pub fn lines_outside_skills(text: &str) -> impl Iterator<Item = &str> {
 
 /// `line` without the marker of a list item it opens with (`- `, `* `, `+ `, `• `, `1. `,
 /// `1) `): the rule a list states is its words, and a summary lists it under its own marker.
-pub fn without_list_marker(line: &str) -> &str {
+pub(super) fn without_list_marker(line: &str) -> &str {
     let numbered = line
         .find(|c: char| !c.is_ascii_digit())
         .filter(|&at| (1..=3).contains(&at))

@@ -1,6 +1,7 @@
 //! What of a user's message is a request, a working directory or a rule.
 
 use super::*;
+use crate::domain::event::requests::{lines_outside_skills, without_list_marker};
 
 /// A command's template as Spec Kit writes it, with what the user typed after the command.
 fn command_template(input: &str) -> String {

@@ -125,6 +125,10 @@ pub enum Reason {
     /// with its observation reference because passes 1 and 2 left the view over its target
     /// (a pasted log, or a harness's summary of an earlier conversation).
     OffloadedLargeRequest,
+    /// A system prompt shown as its head and tail with its observation reference because the
+    /// system prompts took more than `system_max_share` of the room for messages (a harness's
+    /// long instructions in a small window): the conversation keeps room beside them.
+    OffloadedLargeSystemPrompt,
 }
 
 impl Reason {

@@ -212,13 +212,7 @@ impl<'a> Run<'a> {
         }
         let calibration = input.state.calibration_factor();
         let mut work = Working::from_state(config, input.state, input.events, input.format);
-        let bounds = Bounds::new(
-            config,
-            input.tools_tokens,
-            calibration,
-            work.pinned_tokens(),
-        );
-        let room = bounds.room;
+        let room = Bounds::messages_at(config, input.tools_tokens, calibration, 1.0);
         if config.policy == crate::domain::session::Policy::Episodic {
             work.keep_first_and_recent_requests();
         }
@@ -240,6 +234,20 @@ impl<'a> Run<'a> {
             && input.state.last_compaction_id.is_some()
             && input.head_seq == input.state.last_view.head_seq
             && before_tokens <= room;
+        // System prompts over their share leave the conversation too little room: a compaction
+        // that acts shows the longest as head and tail first, so the steps below (and the
+        // caps, shares of the room the system prompts leave) work on the view it leaves.
+        let mut offloaded = Vec::new();
+        if !settled && (tier > Tier::None || trigger != Trigger::Auto) {
+            let cap = (config.system_max_share * room as f64).floor() as i64;
+            offloaded = work.excerpt_system_prompts(cap, input.compaction_id).0;
+        }
+        let bounds = Bounds::new(
+            config,
+            input.tools_tokens,
+            calibration,
+            work.pinned_tokens(),
+        );
         Ok(Self {
             input,
             bounds,
@@ -249,8 +257,8 @@ impl<'a> Run<'a> {
             trigger,
             settled,
             work,
-            acted: false,
-            offloaded: Vec::new(),
+            acted: !offloaded.is_empty(),
+            offloaded,
             folded: Vec::new(),
             summarized_seqs: Vec::new(),
             evicted_seqs: Vec::new(),

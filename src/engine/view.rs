@@ -271,6 +271,8 @@ pub fn excerpt_message(
         );
         let lines = match event.body.role() {
             Some(Role::User) => request_entries(middle, max_chars / 4),
+            // A harness's instructions name no error the agent met.
+            Some(Role::System) => Vec::new(),
             _ => error_entries(middle, errors, PLACES_CHARS),
         };
         push_lines(&mut content, &lines);

@@ -281,12 +281,12 @@ impl<'a> Working<'a> {
         working
     }
 
-    /// What the system prompts and pinned items cost in full, however they are shown: the
-    /// part of the room no compaction frees.
+    /// What the system prompts and pinned items cost as they are shown: the part of the room
+    /// no fold frees.
     pub(super) fn pinned_tokens(&self) -> i64 {
         let kept = self.kept.iter().chain(&self.live);
         kept.filter(|l| always_kept(l.event))
-            .map(|l| l.event.tokens)
+            .map(|l| l.tokens)
             .sum()
     }
 

@@ -262,6 +262,9 @@ async fn what_is_new(
                 event: system.clone(),
             }),
             Some(stored) if stored.fingerprint == fingerprint(&system.body) => {}
+            // The system prompt as the last view showed it (head and tail, when it was
+            // longer than its share of a small window) is the session's too.
+            Some(_) if as_last_view_shows(deps, session_id, system).await? => {}
             Some(_) => {
                 return Err(TurnError::Diverges {
                     field: "system".into(),
@@ -286,8 +289,9 @@ async fn what_is_new(
         new.extend_from_slice(&submitted[history..]);
         return Ok(new);
     }
-    let last_view: Vec<u64> = last_view_events(deps, session_id, turn.format)
+    let last_view: Vec<u64> = last_view(deps, session_id, turn.format)
         .await?
+        .events
         .iter()
         .map(|n| fingerprint(&n.event.body))
         .collect();
@@ -323,13 +327,19 @@ fn common_prefix(a: &[u64], b: &[u64]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-/// The last view this session answered, rendered in `format` and read back as events (the
-/// system prompt of an Anthropic view aside, as in a request).
-async fn last_view_events(
+/// Whether `system` is the system prompt of the last Anthropic view this session answered.
+async fn as_last_view_shows(
     deps: &Deps<'_>,
     session_id: Uuid,
-    format: Format,
-) -> Result<Vec<Native>, TurnError> {
+    system: &NewEvent,
+) -> Result<bool, TurnError> {
+    let shown = last_view(deps, session_id, Format::Anthropic).await?.system;
+    Ok(shown.is_some_and(|shown| fingerprint(&shown.body) == fingerprint(&system.body)))
+}
+
+/// The last view this session answered, rendered in `format` and read back as a request is
+/// (an Anthropic view's system prompt apart).
+async fn last_view(deps: &Deps<'_>, session_id: Uuid, format: Format) -> Result<Read, TurnError> {
     let rendered = compaction::last_view(
         Arc::clone(&deps.store),
         deps.cache,
@@ -345,7 +355,7 @@ async fn last_view_events(
     };
     let messages = list.as_array().map_or(&[][..], Vec::as_slice);
     // A view ctxd rendered reads back; should it not, no history matches it.
-    Ok(native::read(format, None, messages).map_or_else(|_| Vec::new(), |read| read.events))
+    Ok(native::read(format, rendered.get("system"), messages).unwrap_or_default())
 }
 
 /// ctxd's count of the previous view's request (its messages before calibration, and this

@@ -22,6 +22,7 @@ on_both_backends! {
                 "thresholds": {"low_water": 0.4, "warn": 0.7, "soft": 0.8, "full": 0.9, "emergency": 0.95},
                 "min_tail_messages": 6, "offload_threshold_chars": 4000,
                 "min_compaction_gain": 0.05, "tail_max_share": 0.10, "item_max_share": 0.05,
+                "system_max_share": 0.25,
                 "episodic": {"trigger": 0.8, "target": 0.4, "tool_priorities": {},
                              "observation_max_chars": 16000},
                 "summary_max_chars": 32000

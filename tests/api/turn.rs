@@ -526,6 +526,52 @@ on_both_backends! {
 }
 
 on_both_backends! {
+    async fn a_system_prompt_of_most_of_a_small_window_comes_back_as_head_and_tail(app) {
+        let session = app.create_session(json!({"config": {"context_window": 8000,
+            "max_output_tokens": 1000, "tokenizer": "chars4"}})).await;
+        let path = format!("/sessions/{session}/turn");
+        let mut prompt: String = (0..40)
+            .map(|i| format!("Rule {i}: never write outside the workspace.\n"))
+            .collect();
+        prompt.extend((0..400).map(|i| format!("- skill-{i}: drafts notes (file: skills/{i}/SKILL.md)\n")));
+        prompt.push_str("Closing rule: answer in English.");
+        let user = json!({"role": "user", "content": "Fix the build."});
+        let first = json!({"format": "anthropic", "system": prompt, "messages": [user]});
+        let reply = app.post(&path, &first).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        let view = &reply.body["view"];
+        let shown = view["system"][0]["text"].as_str().unwrap();
+        assert!(shown.starts_with("Rule 0: never write") && shown.ends_with("answer in English."),
+                "{shown}");
+        assert!(shown.contains("observation://1?offset="), "{shown}");
+        // At most `system_max_share` (a quarter) of the 7,000 tokens of room, at 4 characters
+        // a token.
+        assert!(shown.len() <= 7_000 / 4 * 4, "{} of {}", shown.len(), prompt.len());
+        assert_eq!(reply.body["record"]["offloaded"][0]["seq"], 1, "{}", reply.body["record"]);
+        validate_anthropic(view).unwrap();
+        let items = app.get(&format!("/sessions/{session}/context")).await.body;
+        let item = &items["items"][0];
+        assert_eq!((item["reason"].as_str(), item["projection"].as_str()),
+                   (Some("offloaded_large_system_prompt"), Some("preview")), "{item}");
+
+        // The view sent back as it came, the system prompt cut, is the session's.
+        let mut messages = view["messages"].as_array().unwrap().clone();
+        messages.push(json!({"role": "assistant", "content": "On it."}));
+        let next = json!({"format": "anthropic", "system": view["system"], "messages": messages});
+        let reply = app.post(&path, &next).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert_eq!(reply.body["appended"], json!([3]), "{}", reply.body);
+        assert_eq!(reply.body["view"]["system"], view["system"]);
+        // And so is the whole prompt the agent holds.
+        let mut messages = vec![user, json!({"role": "assistant", "content": "On it."})];
+        messages.push(json!({"role": "user", "content": "Now the docs."}));
+        let full = json!({"format": "anthropic", "system": prompt, "messages": messages});
+        let reply = app.post(&path, &full).await;
+        assert_eq!(reply.body["appended"], json!([4]), "{}", reply.body);
+    }
+}
+
+on_both_backends! {
     async fn turns_see_what_other_replicas_and_paths_appended(app) {
         let session = app.create_session(json!({})).await;
         let path = format!("/sessions/{session}/turn");

@@ -128,6 +128,13 @@ pub struct SessionConfig {
     #[serde(default = "SessionConfig::default_item_max_share")]
     #[schema(default = 0.05, exclusive_minimum = 0, maximum = 1)]
     pub item_max_share: f64,
+    /// The most tokens the system prompts may take in full, as a share of the room for messages
+    /// (the window less the reserved output and the tool schemas). When they take more, a
+    /// compaction that acts shows the longest as its head and tail with its `observation://`
+    /// reference, so that the conversation keeps room beside them.
+    #[serde(default = "SessionConfig::default_system_max_share")]
+    #[schema(default = 0.25, exclusive_minimum = 0, maximum = 1)]
+    pub system_max_share: f64,
     /// The longest summary, in characters (default: an eighth of the window in tokens, at four
     /// characters a token: at least 2000 and at most 32000, never more than the window).
     /// Answers show the size in use.
@@ -162,6 +169,11 @@ impl SessionConfig {
     }
     fn default_item_max_share() -> f64 {
         0.05
+    }
+    /// A quarter of the room: what is left holds the summary, the tail and the turns until
+    /// the next compaction (measured in docs/benchmarks.md, "System prompts over their share").
+    fn default_system_max_share() -> f64 {
+        0.25
     }
 
     /// The bound on the summary's length in characters.
@@ -270,6 +282,7 @@ impl SessionConfig {
         for (name, value) in [
             ("tail_max_share", self.tail_max_share),
             ("item_max_share", self.item_max_share),
+            ("system_max_share", self.system_max_share),
         ] {
             if !(value > 0.0 && value <= 1.0) {
                 fail(
@@ -343,6 +356,7 @@ impl Default for SessionConfig {
             min_compaction_gain: Self::default_min_compaction_gain(),
             tail_max_share: Self::default_tail_max_share(),
             item_max_share: Self::default_item_max_share(),
+            system_max_share: Self::default_system_max_share(),
             summary_max_chars: None,
             episodic: EpisodicConfig::default(),
         }
@@ -374,6 +388,8 @@ struct ConfigFields {
     tail_max_share: f64,
     #[serde(default = "SessionConfig::default_item_max_share")]
     item_max_share: f64,
+    #[serde(default = "SessionConfig::default_system_max_share")]
+    system_max_share: f64,
     #[serde(default)]
     summary_max_chars: Option<u32>,
     #[serde(default)]
@@ -404,6 +420,7 @@ impl From<ConfigFields> for SessionConfig {
             min_compaction_gain: f.min_compaction_gain,
             tail_max_share: f.tail_max_share,
             item_max_share: f.item_max_share,
+            system_max_share: f.system_max_share,
             summary_max_chars: f.summary_max_chars,
             episodic: f.episodic,
         }

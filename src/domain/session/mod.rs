@@ -144,6 +144,7 @@ mod tests {
         assert_eq!(s.config.thresholds.emergency, 0.95);
         assert_eq!(s.config.tail_max_share, 0.10);
         assert_eq!(s.config.item_max_share, 0.05);
+        assert_eq!(s.config.system_max_share, 0.25);
         assert_eq!(s.config.min_tail_messages, 6);
         assert_eq!(s.config.offload_threshold_chars, 4_000);
         assert!(s.validate().is_empty());

@@ -69,6 +69,87 @@ async fn a_long_system_prompt_leaves_the_results_caps_that_fit_beside_it() {
     assert!(!tiers.contains(&Tier::Emergency), "{tiers:?}");
 }
 
+/// A harness's instructions in a small window: system prompts of 0.9 of the room for messages
+/// (rules, then a long catalogue of skills, then closing rules) and turns of reads.
+async fn turns_beside_a_system_prompt_of_most_of_the_room(
+    config: &SessionConfig,
+) -> (i64, Vec<crate::engine::EngineOutput<'static>>) {
+    let mut log = Log::default();
+    let mut prompt: String = (0..100)
+        .map(|i| format!("Rule {i}: never write outside the workspace of module {i}.\n"))
+        .collect();
+    prompt.extend((0..680).map(|i| {
+        format!("- skill-{i}: drafts release notes from commits (file: skills/{i}/SKILL.md)\n")
+    }));
+    prompt.push_str("Closing rule: answer in English.");
+    let system = log.system(&prompt);
+    log.user("Rework the employer pages.");
+    let mut state = CompactionState::default();
+    let mut outs = Vec::new();
+    for turn in 0..20 {
+        log.exchange(&format!("t{turn}"), 2_400);
+        let out = run(config, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+        assert!(out.record.tokens_after <= out.record.budget, "turn {turn}");
+        state = out.state.clone();
+        outs.push(out);
+    }
+    (system, outs)
+}
+
+/// System prompts over `system_max_share` of the room leave the conversation room: the first
+/// compaction shows the longest as its head and tail with its reference, once (every later view
+/// opens with the same message), and the turns that follow need no emergency. With the share
+/// at 1 the same session lives in emergency truncation.
+#[tokio::test]
+async fn system_prompts_over_their_share_are_shown_as_head_and_tail_once() {
+    let config = config(16_000);
+    let (system, outs) = turns_beside_a_system_prompt_of_most_of_the_room(&config).await;
+    let tiers: Vec<Tier> = outs.iter().map(|o| o.record.tier).collect();
+    assert!(!tiers.contains(&Tier::Emergency), "{tiers:?}");
+    let first = outs
+        .iter()
+        .position(|o| o.record.acted)
+        .expect("a compaction acts");
+    let offloaded = &outs[first].record.offloaded;
+    assert!(offloaded.iter().any(|o| o.seq == system), "{offloaded:?}");
+    let shown = &outs[first].messages[0];
+    assert_eq!(
+        (shown.seq, shown.projection),
+        (Some(system), Projection::Preview)
+    );
+    assert!(
+        shown.content.starts_with("Rule 0: never write"),
+        "{}",
+        shown.content
+    );
+    assert!(shown.content.ends_with("Closing rule: answer in English."));
+    assert!(
+        shown
+            .content
+            .contains(&format!("observation://{system}?offset=")),
+        "the middle's reference: {}",
+        shown.content
+    );
+    let room = i64::from(config.context_window - config.max_output_tokens);
+    assert!(shown.tokens <= room / 4, "{} of {room}", shown.tokens);
+    for out in &outs[first..] {
+        assert_eq!(
+            out.messages[0].content, shown.content,
+            "cut once, shown the same after"
+        );
+    }
+    let whole = SessionConfig {
+        system_max_share: 1.0,
+        ..config
+    };
+    let (_, outs) = turns_beside_a_system_prompt_of_most_of_the_room(&whole).await;
+    let emergencies = outs.iter().filter(|o| o.record.tier == Tier::Emergency);
+    assert!(
+        emergencies.count() > 0,
+        "the share at 1 keeps it whole, and no room"
+    );
+}
+
 /// One result larger than the per-item cap is shown as head and tail even while it is the
 /// newest item, and the record lists it as offloaded with how much it shows.
 #[tokio::test]

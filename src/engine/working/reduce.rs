@@ -7,9 +7,13 @@ use uuid::Uuid;
 
 use super::{always_kept, is_tool_result, offloaded_item, Live, Working};
 use crate::domain::compaction::{OffloadedItem, Projection, Reason, ViewMessage};
+use crate::domain::event::Role;
 use crate::domain::observation;
 use crate::engine::view;
 use crate::tokens::{Tokenizer, MESSAGE_OVERHEAD};
+
+/// About what the line naming an excerpt's middle and its reference takes.
+const REFERENCE_CHARS: usize = 120;
 
 impl<'a> Working<'a> {
     /// The indices of the items before `end`, shown in full, that offloading would show as
@@ -142,6 +146,50 @@ impl<'a> Working<'a> {
             .filter(|l| l.projection == Projection::Full && !always_kept(l.event))?;
         let reason = Reason::OffloadedLargeRequest;
         excerpt(item, max_chars, reason, id, tokenizer, errors)
+    }
+
+    /// Shows the system prompts shown in full, the longest first, as their head and tail until
+    /// the system prompts cost at most `cap` tokens (each keeps at least
+    /// [`view::PREVIEW_CHARS`] characters). Returns what it offloaded and the tokens that freed.
+    pub(in crate::engine) fn excerpt_system_prompts(
+        &mut self,
+        cap: i64,
+        id: Uuid,
+    ) -> (Vec<OffloadedItem>, i64) {
+        let (tokenizer, errors) = (self.tokenizer, self.error_lines);
+        let is_system = |l: &Live| l.event.body.role() == Some(Role::System);
+        let mut total: i64 = self
+            .in_order()
+            .filter(|l| is_system(l))
+            .map(|l| l.tokens)
+            .sum();
+        let mut offloaded = Vec::new();
+        let mut freed = 0;
+        while total > cap {
+            let longest = self
+                .kept
+                .iter_mut()
+                .chain(self.live.iter_mut())
+                .filter(|l| is_system(l) && l.projection == Projection::Full)
+                .max_by_key(|l| (l.tokens, -l.event.seq));
+            let Some(item) = longest else { break };
+            // What it may keep, in characters at its own ratio of characters to tokens, less
+            // the line that names the middle's reference.
+            let keep = (item.tokens - (total - cap)).max(0) as f64 / item.tokens.max(1) as f64;
+            let max_chars = (item.chars() as f64 * keep) as usize;
+            let max_chars = max_chars
+                .saturating_sub(REFERENCE_CHARS)
+                .max(view::PREVIEW_CHARS);
+            let reason = Reason::OffloadedLargeSystemPrompt;
+            let Some((shown, saved)) = excerpt(item, max_chars, reason, id, tokenizer, errors)
+            else {
+                break;
+            };
+            offloaded.push(shown);
+            freed += saved;
+            total -= saved;
+        }
+        (offloaded, freed)
     }
 
     /// The ids of the calls whose results are in the view.

@@ -210,7 +210,8 @@ const STATES = ["", "pinned", "active", "retained", "archived"];
 const REASONS = ["", "system_prompt", "pinned", "pinned_user_message", "recent_tail",
   "within_budget", "offloaded_large_tool_result", "offloaded_image", "masked_completed_tool_exchange",
   "offloaded_long_arguments", "summarized", "emergency_truncation", "orphan_tool_result", "archived_tool_exchange",
-  "overflow_retry", "episode_archived", "pinned_collapsed", "offloaded_large_request"];
+  "overflow_retry", "episode_archived", "pinned_collapsed", "offloaded_large_request",
+  "offloaded_large_system_prompt"];
 
 async function sessionPage(id, params) {
   setCrumbs(h("a", { href: "/ui" }, "sessions"), id);

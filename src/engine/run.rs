@@ -282,17 +282,39 @@ impl<'a> Run<'a> {
         self.acted = true;
     }
 
+    /// The last step before truncation, for a view (costing `tokens`) that does not fit: the
+    /// long arguments of answered turns (files written, patches), oldest first and the newest
+    /// too, by reference, until it fits. Returns what the view costs then.
+    fn offload_answered_arguments(&mut self, mut tokens: i64) -> i64 {
+        let id = self.input.compaction_id;
+        let answered = self.work.answered_calls();
+        for i in 0..self.work.live.len() {
+            if tokens <= self.bounds.room {
+                break;
+            }
+            if let Some((item, freed)) = self.work.offload_arguments(i, &answered, id) {
+                self.offloaded.push(item);
+                self.acted = true;
+                tokens -= freed;
+            }
+        }
+        tokens
+    }
+
     /// Falls back to emergency truncation when the view still does not fit, then writes the
     /// state and the record. A view at the emergency tier that the gentler steps brought within
     /// the room is recorded at the full tier: it was not truncated.
     pub(super) fn finish(mut self) -> EngineOutput<'a> {
         let id = self.input.compaction_id;
         // Until something acts, the view is the one rendered at the start.
-        let current_tokens = if self.acted {
+        let mut current_tokens = if self.acted {
             self.work.tokens()
         } else {
             self.before_tokens
         };
+        if current_tokens > self.bounds.room {
+            current_tokens = self.offload_answered_arguments(current_tokens);
+        }
         if self.tier == Tier::Emergency && current_tokens <= self.bounds.room {
             self.tier = Tier::Full;
         }

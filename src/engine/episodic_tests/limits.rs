@@ -231,3 +231,47 @@ async fn an_eviction_short_of_the_target_waits_until_the_view_does_not_fit() {
         );
     }
 }
+
+/// A turn that writes a file larger than the room beside what must stay: before anything is
+/// truncated, that answered call's long arguments are shown by reference (the newest call
+/// too), so the compaction is no emergency and nothing is folded.
+#[tokio::test]
+async fn a_file_written_larger_than_the_room_is_shown_by_reference_not_truncated() {
+    let cfg = config(8_000);
+    let mut log = Log::default();
+    log.system("sys");
+    let request = log.user("Write the parser.");
+    let read = exchange(&mut log, "a", "read", 1_000);
+    let file: String = (0..900)
+        .map(|i| format!("fn rule_{i}() -> Rule {{ todo!() }}\n"))
+        .collect();
+    let call = log.push(
+        json!({"type": "message", "role": "assistant", "tool_calls": [
+        {"id": "w", "name": "write", "arguments": {"path": "src/parser.rs", "content": file}}]}),
+    );
+    log.push(
+        json!({"type": "message", "role": "tool", "tool_call_id": "w", "name": "write",
+        "content": "wrote src/parser.rs"}),
+    );
+    let out = run(&cfg, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_ne!(out.record.tier, Tier::Emergency);
+    assert!(
+        out.record.evicted_seqs.is_empty(),
+        "{:?}",
+        out.record.evicted_seqs
+    );
+    assert!(out.record.tokens_after <= 8_000);
+    assert_eq!(
+        out.state.reduced[&call].reason,
+        Reason::OffloadedLongArguments
+    );
+    let (_, content) = shown(&out, call).unwrap();
+    assert!(!content.contains("fn rule_1()"));
+    assert_eq!(projection(&out, request), Some(Projection::Full));
+    assert!(
+        projection(&out, read).is_some(),
+        "the read is shown, by reference at least"
+    );
+}

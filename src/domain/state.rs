@@ -63,6 +63,10 @@ pub struct CompactionState {
     pub summary: Summary,
     /// Tokens of the summary message as shown (summary, anchors and observation references).
     pub summary_tokens: i64,
+    /// The length in bytes of the summary message `summary_tokens` counts: one shown otherwise
+    /// (by another version of ctxd, or a state written before this was kept) is counted again.
+    #[serde(default)]
+    pub summary_bytes: i64,
     /// When an emergency had to shorten the summary message: how many of its characters are
     /// shown (0: none of it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -90,6 +94,7 @@ impl Default for CompactionState {
             checkpoint_seq: 0,
             summary: Summary::default(),
             summary_tokens: 0,
+            summary_bytes: 0,
             summary_cap: None,
             kept: Vec::new(),
             reduced: BTreeMap::new(),

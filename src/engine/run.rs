@@ -375,7 +375,9 @@ impl<'a> Run<'a> {
             state.memory = work.memory.clone();
             state.checkpoint_seq = work.checkpoint;
             state.summary = work.summary.clone();
-            state.summary_tokens = work.summary_message.as_ref().map_or(0, |m| m.tokens);
+            let summary = work.summary_message.as_ref();
+            state.summary_tokens = summary.map_or(0, |m| m.tokens);
+            state.summary_bytes = summary.map_or(0, |m| m.content.len() as i64);
             state.summary_cap = work.summary_cap;
             state.kept = work.kept.iter().map(|l| l.event.seq).collect();
             // Items at or before the checkpoint that left the view apart from a folded range

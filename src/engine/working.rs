@@ -271,12 +271,17 @@ impl<'a> Working<'a> {
         if let Some(memory) = &state.memory {
             working.set_memory(memory.clone());
         }
-        // The stored cost spares recounting the summary on calls that change nothing.
+        // The stored cost spares recounting the summary on calls that change nothing, when it
+        // counts the message as this version shows it.
         working.summary_message = working
             .build_summary_message(false)
             .and_then(|m| cut_summary(m, state.summary_cap));
         if let Some(m) = working.summary_message.as_mut() {
-            m.tokens = state.summary_tokens;
+            m.tokens = if m.content.len() as i64 == state.summary_bytes {
+                state.summary_tokens
+            } else {
+                m.cost(config.tokenizer)
+            };
         }
         working
     }

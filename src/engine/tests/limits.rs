@@ -173,3 +173,42 @@ fn pending_calls_get_a_placeholder_result() {
         Ok(())
     );
 }
+
+/// A state whose summary was counted as another version of ctxd showed it (or written before
+/// the length it counted was kept) is counted again: the view costs what it shows, and the
+/// budget holds after an upgrade. A count of the message as shown is used as it is.
+#[tokio::test]
+async fn a_summary_counted_by_another_version_is_counted_again() {
+    let config = config(4_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Read every module.");
+    let mut state = CompactionState::default();
+    for i in 0..12 {
+        log.exchange(&format!("c{i}"), 2_000);
+        state = run(&config, &state, &log, 0, Mode::Auto, 0)
+            .await
+            .unwrap()
+            .state;
+    }
+    assert!(state.summary_bytes > 0, "a summary was made");
+    let summary_of = |out: &EngineOutput<'static>| {
+        let header = crate::engine::view::SUMMARY_HEADER;
+        let m = out.messages.iter().find(|m| m.content.starts_with(header));
+        let m = m.expect("the summary is shown");
+        (m.tokens, m.cost(config.tokenizer))
+    };
+    let older = CompactionState {
+        summary_tokens: 1,
+        summary_bytes: 0,
+        ..state.clone()
+    };
+    let out = run(&config, &older, &log, 0, Mode::Auto, 0).await.unwrap();
+    let (tokens, cost) = summary_of(&out);
+    assert_eq!(tokens, cost);
+    let counted: i64 = out.messages.iter().map(|m| m.tokens).sum();
+    assert_eq!(counted, out.state.last_view.message_tokens);
+    let same = run(&config, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+    assert_eq!(summary_of(&same).0, state.summary_tokens);
+    assert_eq!(same.messages, out.messages);
+}

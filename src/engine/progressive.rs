@@ -313,17 +313,10 @@ pub(super) fn plan<'a>(
     // Still over: the long arguments of its answered turns (files written, patches) by
     // reference, oldest first.
     if tail_tokens > bounds.tail_cap {
-        let answered = candidate.answered_calls();
-        for i in tail..last {
-            if tail_tokens <= bounds.tail_cap {
-                break;
-            }
-            if let Some((item, freed)) = candidate.offload_arguments(i, &answered, id) {
-                offloaded.push(item);
-                tail_tokens -= freed;
-                tokens -= freed;
-            }
-        }
+        let (shown, after) =
+            candidate.offload_arguments_until(tail..last, tail_tokens, bounds.tail_cap, id);
+        offloaded.extend(shown);
+        tokens -= tail_tokens - after;
     }
     // A cut past pinned items only would fold nothing: the summary stays as it is.
     let cut = match candidate.fold_cut(tail, &valid, tokens, target) {

@@ -240,7 +240,7 @@ impl<'a> Run<'a> {
         let mut offloaded = Vec::new();
         if !settled && (tier > Tier::None || trigger != Trigger::Auto) {
             let cap = (config.system_max_share * room as f64).floor() as i64;
-            offloaded = work.excerpt_system_prompts(cap, input.compaction_id).0;
+            offloaded = work.excerpt_system_prompts(cap, input.compaction_id);
         }
         let bounds = Bounds::new(
             config,
@@ -282,25 +282,6 @@ impl<'a> Run<'a> {
         self.acted = true;
     }
 
-    /// The last step before truncation, for a view (costing `tokens`) that does not fit: the
-    /// long arguments of answered turns (files written, patches), oldest first and the newest
-    /// too, by reference, until it fits. Returns what the view costs then.
-    fn offload_answered_arguments(&mut self, mut tokens: i64) -> i64 {
-        let id = self.input.compaction_id;
-        let answered = self.work.answered_calls();
-        for i in 0..self.work.live.len() {
-            if tokens <= self.bounds.room {
-                break;
-            }
-            if let Some((item, freed)) = self.work.offload_arguments(i, &answered, id) {
-                self.offloaded.push(item);
-                self.acted = true;
-                tokens -= freed;
-            }
-        }
-        tokens
-    }
-
     /// Falls back to emergency truncation when the view still does not fit, then writes the
     /// state and the record. A view at the emergency tier that the gentler steps brought within
     /// the room is recorded at the full tier: it was not truncated.
@@ -312,8 +293,16 @@ impl<'a> Run<'a> {
         } else {
             self.before_tokens
         };
+        // The last step before truncation: the long arguments of answered turns (files
+        // written, patches), the newest too, by reference.
         if current_tokens > self.bounds.room {
-            current_tokens = self.offload_answered_arguments(current_tokens);
+            let every = 0..self.work.live.len();
+            let (shown, after) =
+                self.work
+                    .offload_arguments_until(every, current_tokens, self.bounds.room, id);
+            self.acted |= !shown.is_empty();
+            self.offloaded.extend(shown);
+            current_tokens = after;
         }
         if self.tier == Tier::Emergency && current_tokens <= self.bounds.room {
             self.tier = Tier::Full;

@@ -2,6 +2,7 @@
 //! masking results to their references.
 
 use std::collections::HashSet;
+use std::ops::Range;
 
 use uuid::Uuid;
 
@@ -150,12 +151,12 @@ impl<'a> Working<'a> {
 
     /// Shows the system prompts shown in full, the longest first, as their head and tail until
     /// the system prompts cost at most `cap` tokens (each keeps at least
-    /// [`view::PREVIEW_CHARS`] characters). Returns what it offloaded and the tokens that freed.
+    /// [`view::PREVIEW_CHARS`] characters). Returns what it offloaded.
     pub(in crate::engine) fn excerpt_system_prompts(
         &mut self,
         cap: i64,
         id: Uuid,
-    ) -> (Vec<OffloadedItem>, i64) {
+    ) -> Vec<OffloadedItem> {
         let (tokenizer, errors) = (self.tokenizer, self.error_lines);
         let is_system = |l: &Live| l.event.body.role() == Some(Role::System);
         let mut total: i64 = self
@@ -164,7 +165,6 @@ impl<'a> Working<'a> {
             .map(|l| l.tokens)
             .sum();
         let mut offloaded = Vec::new();
-        let mut freed = 0;
         while total > cap {
             let longest = self
                 .kept
@@ -186,14 +186,13 @@ impl<'a> Working<'a> {
                 break;
             };
             offloaded.push(shown);
-            freed += saved;
             total -= saved;
         }
-        (offloaded, freed)
+        offloaded
     }
 
     /// The ids of the calls whose results are in the view.
-    pub(in crate::engine) fn answered_calls(&self) -> HashSet<&'a str> {
+    fn answered_calls(&self) -> HashSet<&'a str> {
         self.live.iter().filter_map(|l| l.pairing().1).collect()
     }
 
@@ -201,7 +200,7 @@ impl<'a> Working<'a> {
     /// call it made is `answered` in the view and that is smaller. A turn that sends its
     /// reasoning is left whole: providers check it against its calls. Returns what it
     /// offloaded and the tokens that freed.
-    pub(in crate::engine) fn offload_arguments(
+    fn offload_arguments(
         &mut self,
         i: usize,
         answered: &HashSet<&str>,
@@ -220,6 +219,30 @@ impl<'a> Working<'a> {
         }
         let message = view::archived_calls_message(item.event, item.chars(), self.error_lines);
         self.show_as(i, message, Reason::OffloadedLongArguments, id)
+    }
+
+    /// Shows the long arguments of the answered turns in `range` by reference, oldest first,
+    /// until `total` (what they cost now, or the view) is at most `target`. Returns what it
+    /// offloaded and the new total.
+    pub(in crate::engine) fn offload_arguments_until(
+        &mut self,
+        range: Range<usize>,
+        mut total: i64,
+        target: i64,
+        id: Uuid,
+    ) -> (Vec<OffloadedItem>, i64) {
+        let answered = self.answered_calls();
+        let mut offloaded = Vec::new();
+        for i in range {
+            if total <= target {
+                break;
+            }
+            if let Some((item, freed)) = self.offload_arguments(i, &answered, id) {
+                offloaded.push(item);
+                total -= freed;
+            }
+        }
+        (offloaded, total)
     }
 
     /// Shows live item `i` as `message` (in its projection) for `reason` by compaction `id`,

@@ -255,21 +255,31 @@ async fn what_is_new(
     // Anthropic's system prompt is given apart on every call: it is new only the first time.
     let stored_system = ledger.messages.iter().find(|m| m.system);
     let mut new = Vec::new();
+    // The last view, once read back, for the messages below too.
+    let mut last = None;
     if let Some(system) = &read.system {
+        let print = fingerprint(&system.body);
         match stored_system {
             None => new.push(Native {
                 origin: SYSTEM,
                 event: system.clone(),
             }),
-            Some(stored) if stored.fingerprint == fingerprint(&system.body) => {}
+            Some(stored) if stored.fingerprint == print => {}
             // The system prompt as the last view showed it (head and tail, when it was
             // longer than its share of a small window) is the session's too.
-            Some(_) if as_last_view_shows(deps, session_id, system).await? => {}
             Some(_) => {
-                return Err(TurnError::Diverges {
-                    field: "system".into(),
-                    message: "`system` differs from the session's system prompt".into(),
-                })
+                let view = last_view(deps, session_id, turn.format).await?;
+                if view
+                    .system
+                    .as_ref()
+                    .is_none_or(|s| fingerprint(&s.body) != print)
+                {
+                    return Err(TurnError::Diverges {
+                        field: "system".into(),
+                        message: "`system` differs from the session's system prompt".into(),
+                    });
+                }
+                last = Some(view);
             }
         }
     }
@@ -289,8 +299,11 @@ async fn what_is_new(
         new.extend_from_slice(&submitted[history..]);
         return Ok(new);
     }
-    let last_view: Vec<u64> = last_view(deps, session_id, turn.format)
-        .await?
+    let last = match last {
+        Some(view) => view,
+        None => last_view(deps, session_id, turn.format).await?,
+    };
+    let last_view: Vec<u64> = last
         .events
         .iter()
         .map(|n| fingerprint(&n.event.body))
@@ -325,16 +338,6 @@ async fn what_is_new(
 /// How many leading fingerprints two lists share.
 fn common_prefix(a: &[u64], b: &[u64]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
-/// Whether `system` is the system prompt of the last Anthropic view this session answered.
-async fn as_last_view_shows(
-    deps: &Deps<'_>,
-    session_id: Uuid,
-    system: &NewEvent,
-) -> Result<bool, TurnError> {
-    let shown = last_view(deps, session_id, Format::Anthropic).await?.system;
-    Ok(shown.is_some_and(|shown| fingerprint(&shown.body) == fingerprint(&system.body)))
 }
 
 /// The last view this session answered, rendered in `format` and read back as a request is

@@ -304,6 +304,22 @@ impl<'a> Run<'a> {
             self.offloaded.extend(shown);
             current_tokens = after;
         }
+        // Then a request longer than the tail's cap (a pasted document), the current one too,
+        // as its head and tail: the rest of the view stays as the steps above left it.
+        if current_tokens > self.bounds.room {
+            let Bounds {
+                room,
+                low_water,
+                tail_cap,
+                ..
+            } = self.bounds;
+            let (shown, after) =
+                self.work
+                    .excerpt_requests_until(current_tokens, (room, low_water, tail_cap), id);
+            self.acted |= !shown.is_empty();
+            self.offloaded.extend(shown);
+            current_tokens = after;
+        }
         if self.tier == Tier::Emergency && current_tokens <= self.bounds.room {
             self.tier = Tier::Full;
         }

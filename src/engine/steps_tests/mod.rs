@@ -10,7 +10,7 @@ use serde_json::json;
 use super::tests::{config, projection_of, run, run_with, Log};
 use super::view;
 use crate::domain::compaction::FallbackReason;
-use crate::domain::compaction::{Mode, Projection, Tier};
+use crate::domain::compaction::{Mode, Projection, Reason, Tier};
 use crate::domain::event::Role;
 use crate::domain::session::{Policy, SessionConfig};
 use crate::domain::state::CompactionState;
@@ -148,6 +148,83 @@ async fn system_prompts_over_their_share_are_shown_as_head_and_tail_once() {
         emergencies.count() > 0,
         "the share at 1 keeps it whole, and no room"
     );
+}
+
+/// A user who pastes a document of most of the room as the request: under either policy the
+/// request is shown as its head and tail with its reference (the rest of the view as the
+/// steps left it), not truncated with everything before it, and later turns keep it so.
+#[tokio::test]
+async fn a_request_of_most_of_the_room_is_shown_as_head_and_tail_not_truncated() {
+    for policy in [Policy::Progressive, Policy::Episodic] {
+        let config = SessionConfig {
+            policy,
+            ..config(16_000)
+        };
+        let mut log = Log::default();
+        log.system("sys");
+        log.user("Set up the project.");
+        let mut state = CompactionState::default();
+        for turn in 0..6 {
+            log.exchange(&format!("a{turn}"), 1_500);
+            let out = run(&config, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+            state = out.state;
+        }
+        log.assistant("Done: the project is set up.");
+        let mut text = String::from("Review this specification:\n");
+        text.extend(
+            (0..1_260).map(|i| format!("Clause {i}: the service answers within budget.\n")),
+        );
+        text.push_str("Then tell me which clauses we break.");
+        let request = log.user(&text);
+        let mut outs = Vec::new();
+        for turn in 0..8 {
+            log.exchange(&format!("b{turn}"), 2_000);
+            let out = run(&config, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+            assert!(
+                out.record.tokens_after <= out.record.budget,
+                "{policy:?} turn {turn}"
+            );
+            state = out.state.clone();
+            outs.push(out);
+        }
+        let tiers: Vec<Tier> = outs.iter().map(|o| o.record.tier).collect();
+        assert!(!tiers.contains(&Tier::Emergency), "{policy:?}: {tiers:?}");
+        // Cut at the turn it no longer fits, while it is the current request.
+        let cut = &outs[0];
+        assert!(
+            cut.record.offloaded.iter().any(|o| o.seq == request),
+            "{policy:?}: {:?}",
+            cut.record.offloaded
+        );
+        let reduced = cut.state.reduced.get(&request).map(|r| r.reason);
+        assert_eq!(reduced, Some(Reason::OffloadedLargeRequest), "{policy:?}");
+        let shown = cut.messages.iter().find(|m| m.seq == Some(request));
+        let shown = shown.expect("the request stays in the view");
+        assert_eq!(shown.projection, Projection::Preview, "{policy:?}");
+        assert!(shown
+            .content
+            .starts_with("Review this specification:\nClause 0:"));
+        assert!(
+            shown.content.ends_with("which clauses we break."),
+            "{policy:?}"
+        );
+        assert!(
+            shown
+                .content
+                .contains(&format!("observation://{request}?offset=")),
+            "{policy:?}: {}",
+            shown.content
+        );
+        // Far more than a preview (about 25 clauses): the tail's cap.
+        let clauses = shown.content.matches("Clause").count();
+        assert!(clauses > 60, "{policy:?}: {clauses}");
+        // Cut once: shown the same while it is in the view.
+        for out in &outs[1..] {
+            if let Some(later) = out.messages.iter().find(|m| m.seq == Some(request)) {
+                assert_eq!(later.content, shown.content, "{policy:?}");
+            }
+        }
+    }
 }
 
 /// One result larger than the per-item cap is shown as head and tail even while it is the

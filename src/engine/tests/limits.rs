@@ -3,13 +3,42 @@
 
 use super::*;
 
+/// A pasted file larger than the window is shown as its head and tail with its reference, as
+/// large as the room allows: nothing else need be truncated for it.
+#[tokio::test]
+async fn a_request_too_large_for_the_window_is_shown_as_head_and_tail() {
+    let config = config(4_000);
+    let mut log = Log::default();
+    log.system("sys");
+    let paste: String = (0..3_400).map(|i| format!("pasted line {i}\n")).collect();
+    log.user(&paste);
+    log.exchange("small", 100);
+    let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
+        .await
+        .unwrap();
+    assert_ne!(out.record.tier, Tier::Emergency);
+    assert!(out.record.tokens_after <= 4_000);
+    assert!(out.record.offloaded.iter().any(|o| o.seq == 2));
+    let shown = out.messages.iter().find(|m| m.seq == Some(2)).unwrap();
+    assert!(shown.content.starts_with("pasted line 0\n"));
+    assert!(shown.content.trim_end().ends_with("pasted line 3399"));
+    assert!(shown.content.contains("observation://2?offset="));
+    // More than a preview (about 80 lines): the tail's cap.
+    let lines = shown.content.matches("pasted line").count();
+    assert!(lines > 100, "{lines}");
+    // The exchange after it stays whole.
+    assert_eq!(out.messages.last().unwrap().projection, Projection::Full);
+}
+
+/// A pinned paste is never cut by the gentle steps: emergency truncation keeps its preview.
 #[tokio::test]
 async fn emergency_keeps_a_preview_of_a_message_too_large_for_the_window() {
     let config = config(4_000);
     let mut log = Log::default();
     log.system("sys");
     // A pasted file of ~10,000 tokens: more than the window, and no tool result to cap.
-    log.user(&"pasted line\n".repeat(3_400));
+    log.push(json!({"type": "message", "role": "user", "pinned": true,
+        "content": "pasted line\n".repeat(3_400)}));
     log.exchange("small", 100);
     let out = run(&config, &CompactionState::default(), &log, 0, Mode::Auto, 0)
         .await

@@ -191,6 +191,50 @@ impl<'a> Working<'a> {
         offloaded
     }
 
+    /// Shows the user requests longer than `cap` tokens (a pasted document, a long brief),
+    /// shown in full and not pinned, as their head and tail, the longest first, while `total`
+    /// (what the view costs now) is over `room`. Each keeps what brings the view to `mark`, or
+    /// `cap`'s worth where the room allows that, and at least [`view::PREVIEW_CHARS`]
+    /// characters. Returns what it offloaded and the new total.
+    pub(in crate::engine) fn excerpt_requests_until(
+        &mut self,
+        mut total: i64,
+        (room, mark, cap): (i64, i64, i64),
+        id: Uuid,
+    ) -> (Vec<OffloadedItem>, i64) {
+        let mut long: Vec<(i64, i64, i64)> = self
+            .in_order()
+            .filter(|l| {
+                l.event.body.role() == Some(Role::User)
+                    && l.projection == Projection::Full
+                    && !always_kept(l.event)
+                    && l.tokens > cap
+            })
+            .map(|l| (l.tokens, l.chars(), l.event.seq))
+            .collect();
+        long.sort_by_key(|&(tokens, _, seq)| (std::cmp::Reverse(tokens), seq));
+        let mut offloaded = Vec::new();
+        for (tokens, chars, seq) in long {
+            if total <= room {
+                break;
+            }
+            let to_mark = tokens - (total - mark);
+            let to_fit = tokens - (total - room);
+            let keep = to_mark.max(to_fit.min(cap)).max(0);
+            // In characters at its own ratio of characters to tokens, less the line that names
+            // the middle's reference.
+            let max_chars = (chars as f64 * keep as f64 / tokens.max(1) as f64) as usize;
+            let max_chars = max_chars
+                .saturating_sub(REFERENCE_CHARS)
+                .max(view::PREVIEW_CHARS);
+            if let Some((shown, saved)) = self.excerpt_request(seq, max_chars, id) {
+                offloaded.push(shown);
+                total -= saved;
+            }
+        }
+        (offloaded, total)
+    }
+
     /// The ids of the calls whose results are in the view.
     fn answered_calls(&self) -> HashSet<&'a str> {
         self.live.iter().filter_map(|l| l.pairing().1).collect()

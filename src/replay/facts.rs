@@ -13,7 +13,8 @@ use serde_json::Value;
 use crate::domain::diagnostic::{Group, Located};
 use crate::domain::event::{
     instructions_title, is_request, is_slash_command, named_path, reads_documents_only,
-    request_text, rule_lines, walk_strings, without_written_text, words, WRITTEN_TEXT_KEYS,
+    request_text, rule_lines, states_a_rule, walk_strings, without_written_text, words,
+    WRITTEN_TEXT_KEYS,
 };
 use crate::domain::text::{numbers_blanked, output_lines, without_terminal_escapes};
 use crate::engine::view::{error_shape, reads_as_error};
@@ -109,7 +110,7 @@ impl Facts {
                     }
                 }
                 if request || instructions {
-                    let stated = rule_lines(text).filter(|l| is_constraint(l));
+                    let stated = rule_lines(text).filter(|l| states_a_rule(l));
                     self.constraints.extend(stated.map(cut));
                 }
                 // The files a project's instructions list (a catalogue of skills) are none the
@@ -327,23 +328,6 @@ fn stated_cwd(text: &str) -> Option<&str> {
     let (_, rest) = context.split_once("<cwd>")?;
     let (cwd, _) = rest.split_once("</cwd>")?;
     Some(cwd.trim()).filter(|cwd| cwd.starts_with('/'))
-}
-
-/// A line of the user's that states a constraint.
-fn is_constraint(line: &str) -> bool {
-    let lower = format!(" {} ", line.to_lowercase());
-    line.len() >= 8
-        && [
-            " never ",
-            " do not ",
-            " don't ",
-            " must ",
-            " always ",
-            " only ",
-            " without ",
-        ]
-        .iter()
-        .any(|word| lower.contains(word))
 }
 
 /// The strings of a message's tool-call arguments as they read, not as their JSON (where a line

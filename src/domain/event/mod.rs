@@ -22,7 +22,7 @@ pub use paths::{
 };
 pub use requests::{
     constraint_lines, instructions_title, is_markup_only, is_request, request_text, rule_lines,
-    stated_working_directory,
+    stated_working_directory, states_a_rule,
 };
 
 const MAX_ID_CHARS: usize = 256;

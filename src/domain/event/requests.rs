@@ -167,21 +167,38 @@ pub fn is_markup_only(text: &str) -> bool {
     opens && closes
 }
 
-/// The lines of a user's message that state a constraint: "never…", "do not…", "must…",
-/// "always…", "only…", "without…", without the list marker before them. What the agent must
-/// keep honouring long after the turn.
+/// The lines of a user's message that state a constraint ([`states_a_rule`]), without the list
+/// marker before them. What the agent must keep honouring long after the turn.
 pub fn constraint_lines(text: &str) -> impl Iterator<Item = &str> {
-    const WORDS: [&str; 8] = [
+    rule_lines(text).filter(|line| states_a_rule(line))
+}
+
+/// Whether a line of the user's states a rule: "never…", "do not…", "must…", "always…",
+/// "only…", "without…", "should not…". "Do not" after "I", "we" or "they" says what the
+/// speaker does not do, see or know ("I do not see the icon", "we don't need it"): no rule,
+/// unless the line states one besides.
+pub fn states_a_rule(line: &str) -> bool {
+    const WORDS: [&str; 6] = [
         " never ",
-        " do not ",
-        " don't ",
         " must ",
         " always ",
         " only ",
         " without ",
         " should not ",
     ];
-    rule_lines(text).filter(|line| crate::domain::text::says_any(line, 8, &WORDS))
+    if line.len() < 8 {
+        return false;
+    }
+    let lower = format!(" {} ", line.to_lowercase());
+    let told = |at: usize| {
+        let before = lower[..at].trim_end();
+        let word = before.rsplit([' ', '\t', '"', '(']).next().unwrap_or("");
+        !matches!(word, "i" | "we" | "they")
+    };
+    WORDS.iter().any(|w| lower.contains(w))
+        || [" do not ", " don't "]
+            .iter()
+            .any(|w| lower.match_indices(w).any(|(at, _)| told(at)))
 }
 
 /// The lines of a user's message a rule may be stated on, each trimmed and without the list

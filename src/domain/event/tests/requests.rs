@@ -162,3 +162,26 @@ fn a_harness_skills_catalogue_states_no_rule_of_the_users() {
     let own = "## Skills\nWe must only hire people who can write.";
     assert_eq!(lines_outside_skills(own).count(), 2);
 }
+
+/// "I do not see the icon" says what the user sees, not what the agent must keep honouring:
+/// "do not" after "I", "we" or "they" states no rule, unless the line states one besides.
+#[test]
+fn what_the_user_does_not_see_or_need_is_no_rule() {
+    let text = "I do not see an icon or something else\n\
+        We don't need to restore the umls-mcp-server\n\
+        I think we shall remove it since I do not see a clear vision.\n\
+        On the trips list they don't show the tags.\n\
+        Don't attempt to run `vp vitest`. They do not exist.\n\
+        Please do not push to main.\n\
+        You don't need to install other dependencies.\n\
+        I don't mind the colours, but never change the layout.";
+    assert_eq!(
+        constraint_lines(text).collect::<Vec<_>>(),
+        [
+            "Don't attempt to run `vp vitest`. They do not exist.",
+            "Please do not push to main.",
+            "You don't need to install other dependencies.",
+            "I don't mind the colours, but never change the layout.",
+        ]
+    );
+}

@@ -310,6 +310,17 @@ impl<'a> ViewMessage<'a> {
 
     /// What this message costs as sent (see [`Tokenizer::count_message`]): for an event shown
     /// in full, the same as its stored tokens when they were counted with `tokenizer`.
+    /// The bytes of what the message shows in text: its content and its calls' arguments. A
+    /// count kept with it stands while the message is shown at this length.
+    pub fn shown_bytes(&self) -> i64 {
+        let calls: usize = self
+            .tool_calls
+            .iter()
+            .map(|c| c.arguments_text().len())
+            .sum();
+        (self.content.len() + calls) as i64
+    }
+
     pub fn cost(&self, tokenizer: Tokenizer) -> i64 {
         let calls = self
             .tool_calls

@@ -19,6 +19,13 @@ pub struct Reduced {
     pub compaction_id: Uuid,
     /// Tokens of the reduced message.
     pub tokens_in_view: i64,
+    /// The length of the message counted ([`ViewMessage::shown_bytes`]): one shown at another
+    /// length (by another version of ctxd, or a state written before it was kept, 0) is
+    /// counted again.
+    ///
+    /// [`ViewMessage::shown_bytes`]: crate::domain::compaction::ViewMessage::shown_bytes
+    #[serde(default)]
+    pub bytes_in_view: i64,
     /// Characters of the event's full content (0 in states written before it was kept).
     #[serde(default)]
     pub chars: i64,

@@ -403,6 +403,7 @@ mod tests {
                 reason: Reason::OffloadedLargeToolResult,
                 compaction_id: Uuid::now_v7(),
                 tokens_in_view: 4,
+                bytes_in_view: 0,
                 chars: 100,
                 excerpt_chars: 0,
             },

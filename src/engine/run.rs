@@ -410,6 +410,10 @@ impl<'a> Run<'a> {
                                 reason: l.reason,
                                 compaction_id: by,
                                 tokens_in_view: l.tokens,
+                                bytes_in_view: match l.projection {
+                                    Projection::Summary => 0,
+                                    _ => l.message(work.error_lines).shown_bytes(),
+                                },
                                 chars: l.chars(),
                                 excerpt_chars: l.excerpt,
                             },

@@ -216,16 +216,29 @@ impl<'a> Working<'a> {
                 .next_if(|(&seq, _)| seq == event.seq)
                 .map(|(_, r)| r)
             {
-                Some(r) => Live {
-                    event,
-                    projection: r.projection,
-                    tokens: r.tokens_in_view,
-                    reason: r.reason,
-                    by: Some(r.compaction_id),
-                    chars: (r.chars > 0).then_some(r.chars),
-                    reasoning: false,
-                    excerpt: r.excerpt_chars,
-                },
+                Some(r) => {
+                    let mut item = Live {
+                        event,
+                        projection: r.projection,
+                        tokens: r.tokens_in_view,
+                        reason: r.reason,
+                        by: Some(r.compaction_id),
+                        chars: (r.chars > 0).then_some(r.chars),
+                        reasoning: false,
+                        excerpt: r.excerpt_chars,
+                    };
+                    // The stored cost stands while the message is shown at the length it was
+                    // counted at (its text is kept with the event, so this check is cheap);
+                    // shown otherwise, as another version of ctxd shows it, it is counted
+                    // again. An item of the summary shows nothing.
+                    if r.projection != Projection::Summary {
+                        let message = item.message(config.error_lines());
+                        if message.shown_bytes() != r.bytes_in_view {
+                            item.tokens = message.cost(config.tokenizer);
+                        }
+                    }
+                    item
+                }
                 None => {
                     let sent = |p: &Part| format.sends_reasoning(p);
                     let reasoning = i >= loop_from && event.body.parts().iter().any(sent);

@@ -241,3 +241,58 @@ async fn a_summary_counted_by_another_version_is_counted_again() {
     assert_eq!(summary_of(&same).0, state.summary_tokens);
     assert_eq!(same.messages, out.messages);
 }
+
+/// The same for the items shown reduced: a state whose previews and references were counted
+/// as another version showed them (or written before the length counted was kept) has them
+/// counted again, so the view costs what it shows; a count of the message as shown stands.
+#[tokio::test]
+async fn reduced_items_counted_by_another_version_are_counted_again() {
+    let config = config(4_000);
+    let mut log = Log::default();
+    log.system("sys");
+    log.user("Read every module.");
+    let mut state = CompactionState::default();
+    for i in 0..12 {
+        log.exchange(&format!("c{i}"), 2_000);
+        state = run(&config, &state, &log, 0, Mode::Auto, 0)
+            .await
+            .unwrap()
+            .state;
+    }
+    let shown: Vec<i64> = state
+        .reduced
+        .iter()
+        .filter(|(_, r)| r.projection != Projection::Summary)
+        .map(|(&seq, _)| seq)
+        .collect();
+    assert!(shown.len() > 2, "items are shown reduced: {shown:?}");
+    assert!(state
+        .reduced
+        .values()
+        .all(|r| r.projection == Projection::Summary || r.bytes_in_view > 0));
+    let mut older = state.clone();
+    for r in older.reduced.values_mut() {
+        r.tokens_in_view = 1;
+        r.bytes_in_view = 0;
+    }
+    let out = run(&config, &older, &log, 0, Mode::Auto, 0).await.unwrap();
+    for m in out
+        .messages
+        .iter()
+        .filter(|m| m.seq.is_some_and(|s| shown.contains(&s)))
+    {
+        assert_eq!(m.tokens, m.cost(config.tokenizer), "{:?}", m.seq);
+    }
+    let counted: i64 = out.messages.iter().map(|m| m.tokens).sum();
+    assert_eq!(counted, out.state.last_view.message_tokens);
+    let same = run(&config, &state, &log, 0, Mode::Auto, 0).await.unwrap();
+    for m in same
+        .messages
+        .iter()
+        .filter(|m| m.seq.is_some_and(|s| shown.contains(&s)))
+    {
+        let seq = m.seq.unwrap();
+        assert_eq!(m.tokens, state.reduced[&seq].tokens_in_view, "{seq}");
+    }
+    assert_eq!(same.messages, out.messages);
+}

@@ -120,10 +120,11 @@ pub enum Reason {
     /// pass, oldest first, when nothing else brought the view to its target; the summary names
     /// its observation reference.
     PinnedCollapsed,
-    /// A user request the episodic policy keeps verbatim (the first, or one of the two most
-    /// recent) but not the current one, larger than the tail's cap, shown as its head and tail
-    /// with its observation reference because passes 1 and 2 left the view over its target
-    /// (a pasted log, or a harness's summary of an earlier conversation).
+    /// A user request larger than the tail's cap (a pasted log or document, a harness's
+    /// summary of an earlier conversation) shown as its head and tail with its observation
+    /// reference: under either policy, the current one too, when the view would not fit
+    /// otherwise; under the episodic policy also one it keeps verbatim (the first, or one of
+    /// the two most recent) when passes 1 and 2 left the view over its target.
     OffloadedLargeRequest,
     /// A system prompt shown as its head and tail with its observation reference because the
     /// system prompts took more than `system_max_share` of the room for messages (a harness's

@@ -126,7 +126,8 @@ fn summarise(who: Summariser, request: SummaryRequest<'_>) -> SummaryOutcome {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        3 => (1usize..1_500).prop_map(Step::User),
+        // Now and then a pasted document, larger than a small window's room.
+        3 => prop_oneof![6 => 1usize..1_500, 1 => 1usize..20_000].prop_map(Step::User),
         1 => (1usize..6_000, any::<bool>()).prop_map(|(n, context)| Step::Harness(n, context)),
         2 => (1usize..1_500).prop_map(Step::Assistant),
         4 => prop_oneof![1 => Just(0usize), 5 => 1usize..12_000].prop_map(Step::Exchange),

@@ -17,8 +17,8 @@ mod requests;
 pub use call::{CallKind, ShellOutcome, ToolCall, ARCHIVED_ARGUMENTS_KEY};
 pub use paths::{
     argument_text, editor_command, file_paths, is_slash_command, named_path, reads_documents_only,
-    walk_strings, without_here_documents, without_patch_bodies, without_written_text, words,
-    SHELL_WRAPPERS, WRITTEN_TEXT_KEYS,
+    unwrapped, walk_strings, without_here_documents, without_patch_bodies, without_written_text,
+    words, WRITTEN_TEXT_KEYS,
 };
 pub use requests::{
     constraint_lines, instructions_title, is_markup_only, is_request, request_text, rule_lines,

@@ -345,7 +345,7 @@ pub fn argument_text(value: &Value) -> Option<String> {
 const DOCUMENT_EXTENSIONS: [&str; 6] = [".md", ".mdx", ".markdown", ".rst", ".adoc", ".mdc"];
 
 /// The wrappers a harness runs a command in (`["bash", "-lc", "…"]`, joined by spaces).
-pub const SHELL_WRAPPERS: [&str; 6] = [
+const SHELL_WRAPPERS: [&str; 6] = [
     "bash -lc ",
     "bash -c ",
     "zsh -lc ",
@@ -353,6 +353,28 @@ pub const SHELL_WRAPPERS: [&str; 6] = [
     "sh -c ",
     "sh -lc ",
 ];
+
+/// `command` without the shell a harness wrapped it in, nor the quotes around it there.
+pub fn unwrapped(command: &str) -> &str {
+    let Some(inner) = SHELL_WRAPPERS
+        .iter()
+        .find_map(|shell| command.strip_prefix(shell))
+    else {
+        return command;
+    };
+    let inner = inner.trim();
+    for quote in ['\'', '"'] {
+        if let Some(quoted) = inner
+            .strip_prefix(quote)
+            .and_then(|i| i.strip_suffix(quote))
+        {
+            if !quoted.contains(quote) {
+                return quoted;
+            }
+        }
+    }
+    inner
+}
 
 /// The programs that print a file they are given, or the lines of it they keep.
 const READERS: [&str; 9] = [
@@ -399,12 +421,7 @@ pub fn reads_documents_only(name: &str, arguments: &Value) -> bool {
     let Some(command) = text("command").or_else(|| text("cmd")) else {
         return false;
     };
-    let command = SHELL_WRAPPERS
-        .iter()
-        .find_map(|shell| command.trim().strip_prefix(shell))
-        .unwrap_or(command.trim())
-        .trim()
-        .trim_matches(['"', '\'']);
+    let command = unwrapped(command.trim());
     // One pipe of readers: no list, substitution, redirection or variable.
     if command.contains(['&', ';', '>', '<', '$', '`', '(', '\n']) {
         return false;

@@ -8,7 +8,7 @@
 //! substitution or other redirection; a pipe only into a reader of what it reads) is told so.
 //! Anything else keeps its own entry as it ran.
 
-use crate::domain::event::{file_paths, SHELL_WRAPPERS};
+use crate::domain::event::{file_paths, unwrapped};
 
 /// The longest pattern a search's action names; a longer one is told as `searched`.
 const PATTERN_CHARS: usize = 40;
@@ -157,28 +157,6 @@ fn read_or_written(command: &str) -> Option<FileAction> {
         path: action.path,
         action: told,
     })
-}
-
-/// `command` without the shell a harness wrapped it in, nor the quotes around it there.
-fn unwrapped(command: &str) -> &str {
-    let Some(inner) = SHELL_WRAPPERS
-        .iter()
-        .find_map(|shell| command.strip_prefix(shell))
-    else {
-        return command;
-    };
-    let inner = inner.trim();
-    for quote in ['\'', '"'] {
-        if let Some(quoted) = inner
-            .strip_prefix(quote)
-            .and_then(|i| i.strip_suffix(quote))
-        {
-            if !quoted.contains(quote) {
-                return quoted;
-            }
-        }
-    }
-    inner
 }
 
 /// A word of a command, or what joins or redirects them.

@@ -572,6 +572,52 @@ on_both_backends! {
 }
 
 on_both_backends! {
+    /// A user who pastes a document larger than the room: the view shows the request as its
+    /// head and tail with its reference (no emergency), and the next turn is accepted both as
+    /// the view showed it and as the agent holds it whole.
+    async fn a_request_larger_than_the_room_comes_back_as_head_and_tail(app) {
+        let session = app.create_session(json!({"config": {"context_window": 8000,
+            "max_output_tokens": 1000, "tokenizer": "chars4"}})).await;
+        let path = format!("/sessions/{session}/turn");
+        let mut paste = String::from("Review this log:\n");
+        paste.extend((0..700).map(|i| format!("line {i}: the service answered in budget\n")));
+        paste.push_str("Which lines are slow?");
+        let system = json!({"role": "system", "content": "Be brief."});
+        let user = json!({"role": "user", "content": paste});
+        let reply = app.post(&path, &json!({"messages": [system, user]})).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        let record = &reply.body["record"];
+        assert_ne!(record["tier"], "emergency", "{record}");
+        assert_eq!(record["offloaded"][0]["seq"], 2, "{record}");
+        let view = &reply.body["view"];
+        let shown = view["messages"][1]["content"].as_str().unwrap();
+        assert!(shown.starts_with("Review this log:\nline 0:") && shown.ends_with("slow?"),
+                "{shown}");
+        assert!(shown.contains("observation://2?offset="), "{shown}");
+        assert!(shown.len() < paste.len() / 2, "{} of {}", shown.len(), paste.len());
+        ctxd::engine::validate::validate_openai(view).unwrap();
+        let items = app.get(&format!("/sessions/{session}/context")).await.body;
+        let item = &items["items"][1];
+        assert_eq!((item["reason"].as_str(), item["projection"].as_str()),
+                   (Some("offloaded_large_request"), Some("preview")), "{item}");
+
+        // The view sent back as it came, the request cut, is the session's conversation.
+        let answer = json!({"role": "assistant", "content": "Line 3."});
+        let mut messages = view["messages"].as_array().unwrap().clone();
+        messages.push(answer.clone());
+        let reply = app.post(&path, &json!({"messages": messages})).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert_eq!(reply.body["appended"], json!([3]), "{}", reply.body);
+        // And so is the whole history the agent holds.
+        let full = json!({"messages": [system, user, answer,
+            {"role": "user", "content": "Thanks."}]});
+        let reply = app.post(&path, &full).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert_eq!(reply.body["appended"], json!([4]), "{}", reply.body);
+    }
+}
+
+on_both_backends! {
     async fn turns_see_what_other_replicas_and_paths_appended(app) {
         let session = app.create_session(json!({})).await;
         let path = format!("/sessions/{session}/turn");

@@ -309,8 +309,6 @@ impl<'a> ViewMessage<'a> {
         }
     }
 
-    /// What this message costs as sent (see [`Tokenizer::count_message`]): for an event shown
-    /// in full, the same as its stored tokens when they were counted with `tokenizer`.
     /// The bytes of what the message shows in text: its content and its calls' arguments. A
     /// count kept with it stands while the message is shown at this length.
     pub fn shown_bytes(&self) -> i64 {
@@ -322,6 +320,8 @@ impl<'a> ViewMessage<'a> {
         (self.content.len() + calls) as i64
     }
 
+    /// What this message costs as sent (see [`Tokenizer::count_message`]): for an event shown
+    /// in full, the same as its stored tokens when they were counted with `tokenizer`.
     pub fn cost(&self, tokenizer: Tokenizer) -> i64 {
         let calls = self
             .tool_calls

@@ -733,10 +733,12 @@ on_both_backends! {
         let records = grow(&app, &id, 25, "a").await;
         agrees_with_a_recount(&app, &id, &["pinned", "active", "retained", "archived"]).await;
         let mut tiers: Vec<Value> = records.iter().filter(|r| r["acted"] == true).map(|r| r["tier"].clone()).collect();
-        // A burst the view cannot hold: a paste larger than the window, which no gentler step
-        // reduces (a tool result that large would be shown as its head and tail).
+        // A burst the view cannot hold: a pinned paste larger than the window, which no
+        // gentler step reduces (a tool result or a request that large, not pinned, would be
+        // shown as its head and tail).
         let burst = vec![json!({"type": "note", "content": "keep", "pinned": true}),
-            user(&"pasted log line\n".repeat(2_500))];
+            json!({"type": "message", "role": "user", "pinned": true,
+                   "content": "pasted log line\n".repeat(2_500)})];
         app.append(&id, Value::Array(burst)).await;
         tiers.push(compact(&app, &id, json!({})).await["record"]["tier"].clone());
         for tier in ["warn", "full", "emergency"] {

@@ -203,23 +203,29 @@ fn pending_calls_get_a_placeholder_result() {
     );
 }
 
-/// A state whose summary was counted as another version of ctxd showed it (or written before
-/// the length it counted was kept) is counted again: the view costs what it shows, and the
-/// budget holds after an upgrade. A count of the message as shown is used as it is.
-#[tokio::test]
-async fn a_summary_counted_by_another_version_is_counted_again() {
-    let config = config(4_000);
+/// Twelve reads of 2,000 characters in a 4K window: a summary, and items shown reduced.
+async fn twelve_reads(config: &SessionConfig) -> (Log, CompactionState) {
     let mut log = Log::default();
     log.system("sys");
     log.user("Read every module.");
     let mut state = CompactionState::default();
     for i in 0..12 {
         log.exchange(&format!("c{i}"), 2_000);
-        state = run(&config, &state, &log, 0, Mode::Auto, 0)
+        state = run(config, &state, &log, 0, Mode::Auto, 0)
             .await
             .unwrap()
             .state;
     }
+    (log, state)
+}
+
+/// A state whose summary was counted as another version of ctxd showed it (or written before
+/// the length it counted was kept) is counted again: the view costs what it shows, and the
+/// budget holds after an upgrade. A count of the message as shown is used as it is.
+#[tokio::test]
+async fn a_summary_counted_by_another_version_is_counted_again() {
+    let config = config(4_000);
+    let (log, state) = twelve_reads(&config).await;
     assert!(state.summary_bytes > 0, "a summary was made");
     let summary_of = |out: &EngineOutput<'static>| {
         let header = crate::engine::view::SUMMARY_HEADER;
@@ -248,17 +254,7 @@ async fn a_summary_counted_by_another_version_is_counted_again() {
 #[tokio::test]
 async fn reduced_items_counted_by_another_version_are_counted_again() {
     let config = config(4_000);
-    let mut log = Log::default();
-    log.system("sys");
-    log.user("Read every module.");
-    let mut state = CompactionState::default();
-    for i in 0..12 {
-        log.exchange(&format!("c{i}"), 2_000);
-        state = run(&config, &state, &log, 0, Mode::Auto, 0)
-            .await
-            .unwrap()
-            .state;
-    }
+    let (log, state) = twelve_reads(&config).await;
     let shown: Vec<i64> = state
         .reduced
         .iter()

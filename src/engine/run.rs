@@ -282,6 +282,13 @@ impl<'a> Run<'a> {
         self.acted = true;
     }
 
+    /// Takes what a step before truncation showed reduced; returns what the view costs after it.
+    fn took(&mut self, (shown, after): (Vec<OffloadedItem>, i64)) -> i64 {
+        self.acted |= !shown.is_empty();
+        self.offloaded.extend(shown);
+        after
+    }
+
     /// Falls back to emergency truncation when the view still does not fit, then writes the
     /// state and the record. A view at the emergency tier that the gentler steps brought within
     /// the room is recorded at the full tier: it was not truncated.
@@ -295,39 +302,34 @@ impl<'a> Run<'a> {
         };
         // The last step before truncation: the long arguments of answered turns (files
         // written, patches), the newest too, by reference.
-        if current_tokens > self.bounds.room {
+        let Bounds {
+            room,
+            low_water,
+            tail_cap,
+            ..
+        } = self.bounds;
+        if current_tokens > room {
             let every = 0..self.work.live.len();
-            let (shown, after) =
-                self.work
-                    .offload_arguments_until(every, current_tokens, self.bounds.room, id);
-            self.acted |= !shown.is_empty();
-            self.offloaded.extend(shown);
-            current_tokens = after;
+            let step = self
+                .work
+                .offload_arguments_until(every, current_tokens, room, id);
+            current_tokens = self.took(step);
         }
         // Then a request longer than the tail's cap (a pasted document), the current one too,
         // as its head and tail: the rest of the view stays as the steps above left it.
-        if current_tokens > self.bounds.room {
-            let Bounds {
-                room,
-                low_water,
-                tail_cap,
-                ..
-            } = self.bounds;
-            let (shown, after) =
-                self.work
-                    .excerpt_requests_until(current_tokens, (room, low_water, tail_cap), id);
-            self.acted |= !shown.is_empty();
-            self.offloaded.extend(shown);
-            current_tokens = after;
+        if current_tokens > room {
+            let bounds = (room, low_water, tail_cap);
+            let step = self.work.excerpt_requests_until(current_tokens, bounds, id);
+            current_tokens = self.took(step);
         }
-        if self.tier == Tier::Emergency && current_tokens <= self.bounds.room {
+        if self.tier == Tier::Emergency && current_tokens <= room {
             self.tier = Tier::Full;
         }
-        if current_tokens > self.bounds.room {
+        if current_tokens > room {
             self.tier = Tier::Emergency;
             let (evicted, info) = emergency(
                 &mut self.work,
-                self.bounds.room,
+                room,
                 id,
                 &mut self.folded,
                 &mut self.offloaded,
@@ -382,7 +384,7 @@ impl<'a> Run<'a> {
             state.summary = work.summary.clone();
             let summary = work.summary_message.as_ref();
             state.summary_tokens = summary.map_or(0, |m| m.tokens);
-            state.summary_bytes = summary.map_or(0, |m| m.content.len() as i64);
+            state.summary_bytes = summary.map_or(0, ViewMessage::shown_bytes);
             state.summary_cap = work.summary_cap;
             state.kept = work.kept.iter().map(|l| l.event.seq).collect();
             // Items at or before the checkpoint that left the view apart from a folded range

@@ -290,7 +290,7 @@ impl<'a> Working<'a> {
             .build_summary_message(false)
             .and_then(|m| cut_summary(m, state.summary_cap));
         if let Some(m) = working.summary_message.as_mut() {
-            m.tokens = if m.content.len() as i64 == state.summary_bytes {
+            m.tokens = if m.shown_bytes() == state.summary_bytes {
                 state.summary_tokens
             } else {
                 m.cost(config.tokenizer)

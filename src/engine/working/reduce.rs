@@ -173,13 +173,8 @@ impl<'a> Working<'a> {
                 .filter(|l| is_system(l) && l.projection == Projection::Full)
                 .max_by_key(|l| (l.tokens, -l.event.seq));
             let Some(item) = longest else { break };
-            // What it may keep, in characters at its own ratio of characters to tokens, less
-            // the line that names the middle's reference.
-            let keep = (item.tokens - (total - cap)).max(0) as f64 / item.tokens.max(1) as f64;
-            let max_chars = (item.chars() as f64 * keep) as usize;
-            let max_chars = max_chars
-                .saturating_sub(REFERENCE_CHARS)
-                .max(view::PREVIEW_CHARS);
+            let keep = item.tokens - (total - cap);
+            let max_chars = excerpt_chars(item.chars(), item.tokens, keep);
             let reason = Reason::OffloadedLargeSystemPrompt;
             let Some((shown, saved)) = excerpt(item, max_chars, reason, id, tokenizer, errors)
             else {
@@ -220,13 +215,7 @@ impl<'a> Working<'a> {
             }
             let to_mark = tokens - (total - mark);
             let to_fit = tokens - (total - room);
-            let keep = to_mark.max(to_fit.min(cap)).max(0);
-            // In characters at its own ratio of characters to tokens, less the line that names
-            // the middle's reference.
-            let max_chars = (chars as f64 * keep as f64 / tokens.max(1) as f64) as usize;
-            let max_chars = max_chars
-                .saturating_sub(REFERENCE_CHARS)
-                .max(view::PREVIEW_CHARS);
+            let max_chars = excerpt_chars(chars, tokens, to_mark.max(to_fit.min(cap)));
             if let Some((shown, saved)) = self.excerpt_request(seq, max_chars, id) {
                 offloaded.push(shown);
                 total -= saved;
@@ -335,6 +324,16 @@ impl<'a> Working<'a> {
         }
         (masked, total)
     }
+}
+
+/// The characters an excerpt of an item of `chars` characters and `tokens` tokens may show to
+/// keep about `keep` tokens: at its own ratio of characters to tokens, less the line that
+/// names the middle's reference, and at least [`view::PREVIEW_CHARS`].
+fn excerpt_chars(chars: i64, tokens: i64, keep: i64) -> usize {
+    let share = keep.max(0) as f64 / tokens.max(1) as f64;
+    ((chars as f64 * share) as usize)
+        .saturating_sub(REFERENCE_CHARS)
+        .max(view::PREVIEW_CHARS)
 }
 
 /// Shows `item` as `message` (in its projection) for `reason` by compaction `id`, when that
